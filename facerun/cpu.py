@@ -1,0 +1,220 @@
+"""The numpy interpreter: the reference every other path is judged by.
+
+Plain numpy, vectorised: convolutions are im2col (a strided view, copied once) times the weights through BLAS, 1x1
+convolutions skip the copy, depthwise convolutions add up their kernel taps over whole tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import program as P
+
+# Past this many bytes of im2col columns, a convolution runs one batch item at a time to bound memory.
+_COLUMN_BYTES = 256 << 20
+
+
+def activate(x: np.ndarray, act: P.Activation | None, out: np.ndarray | None = None) -> np.ndarray:
+    if act is None:
+        return x
+    k = act.kind
+    if k == "relu":
+        return np.maximum(x, 0, out=out if out is not None else x)
+    if k == "clip":
+        return np.clip(x, np.float32(act.lo), np.float32(act.hi), out=x)
+    if k == "sigmoid":
+        with np.errstate(over="ignore"):
+            return (1.0 / (1.0 + np.exp(-x))).astype(np.float32, copy=False)
+    if k == "leaky":
+        return np.where(x < 0, x * np.float32(act.alpha), x).astype(np.float32, copy=False)
+    if k == "prelu":
+        slope = act.slope.reshape((1, -1) + (1,) * (x.ndim - 2))
+        return np.where(x < 0, x * slope, x).astype(np.float32, copy=False)
+    raise ValueError(f"unknown activation {k}")
+
+
+def _pad(x: np.ndarray, pads, value=0.0) -> np.ndarray:
+    t, l, b, r = pads
+    if not (t or l or b or r):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
+
+
+def _windows(x: np.ndarray, k, s, d, out_hw) -> np.ndarray:
+    """A view (N, C, kh, kw, OH, OW) of the windows of a padded NCHW array."""
+    n, c, _, _ = x.shape
+    sn, sc, sh, sw = x.strides
+    return as_strided(
+        x,
+        shape=(n, c, k[0], k[1], out_hw[0], out_hw[1]),
+        strides=(sn, sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1]),
+        writeable=False,
+    )
+
+
+def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:
+    n, cout, oh, ow = out_shape
+    w = st.weight
+    kh, kw = st.kernel
+    g = st.groups
+    xp = _pad(x, st.pads)
+    if st.depthwise and cout == x.shape[1]:
+        out = np.zeros(out_shape, np.float32)
+        (sh, sw), (dh, dw) = st.stride, st.dilation
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = xp[:, :, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw]
+                out += tap * w[:, 0, ky, kx].reshape(1, -1, 1, 1)
+    else:
+        cg = w.shape[1]
+        mg = cout // g
+        out = np.empty((n, cout, oh * ow), np.float32)
+        pointwise = kh == kw == 1 and st.stride == (1, 1)
+        per_item = n > 1 and n * cg * kh * kw * oh * ow * 4 > _COLUMN_BYTES
+        items = [slice(i, i + 1) for i in range(n)] if per_item else [slice(0, n)]
+        for gi in range(g):
+            wg = w[gi * mg : (gi + 1) * mg].reshape(mg, cg * kh * kw)
+            xg = xp[:, gi * cg : (gi + 1) * cg]
+            for sl in items:
+                if pointwise:
+                    cols = xg[sl].reshape(xg[sl].shape[0], cg, oh * ow)
+                elif kh == kw == 1:
+                    cols = np.ascontiguousarray(xg[sl, :, : st.stride[0] * (oh - 1) + 1 : st.stride[0], : st.stride[1] * (ow - 1) + 1 : st.stride[1]])
+                    cols = cols.reshape(cols.shape[0], cg, oh * ow)
+                else:
+                    win = _windows(xg[sl], (kh, kw), st.stride, st.dilation, (oh, ow))
+                    cols = win.reshape(win.shape[0], cg * kh * kw, oh * ow)
+                np.matmul(wg, cols, out=out[sl, gi * mg : (gi + 1) * mg])
+        out = out.reshape(out_shape)
+    if st.bias is not None:
+        out += st.bias.reshape(1, -1, 1, 1)
+    return out
+
+
+def pool(x: np.ndarray, st: P.Pool, out_shape) -> np.ndarray:
+    _, _, h, w = x.shape
+    _, _, oh, ow = out_shape
+    (kh, kw), (sh, sw), (dh, dw) = st.kernel, st.stride, st.dilation
+    t, l, b, r = st.pads
+    # room for every window, ceil_mode's last one included
+    need_h = (oh - 1) * sh + dh * (kh - 1) + 1
+    need_w = (ow - 1) * sw + dw * (kw - 1) + 1
+    extra = (t, l, max(0, need_h - h - t), max(0, need_w - w - l))
+    if st.kind == "max":
+        xp = _pad(x, extra, -np.inf)
+        return _windows(xp, (kh, kw), (sh, sw), (dh, dw), (oh, ow)).max(axis=(2, 3)).astype(np.float32)
+    xp = _pad(x, extra, 0.0)
+    total = _windows(xp, (kh, kw), (sh, sw), (dh, dw), (oh, ow)).sum(axis=(2, 3), dtype=np.float32)
+    # divisor: valid input cells, or, with count_include_pad, the cells inside the declared padding
+    ones = np.ones((1, 1, h, w), np.float32)
+    if st.count_include_pad:
+        ones = _pad(ones, (t, l, b, r), 1.0)
+        ones = _pad(ones, (0, 0, max(0, need_h - ones.shape[2]), max(0, need_w - ones.shape[3])), 0.0)
+    else:
+        ones = _pad(ones, extra, 0.0)
+    count = _windows(ones, (kh, kw), (sh, sw), (dh, dw), (oh, ow)).sum(axis=(2, 3))
+    return (total / np.maximum(count, 1)).astype(np.float32)
+
+
+def softmax(x: np.ndarray, st: P.Softmax) -> np.ndarray:
+    v = x.reshape(st.outer, st.n, st.inner)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape).astype(np.float32)
+
+
+def binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "add":
+        return np.add(a, b, dtype=np.float32)
+    if kind == "sub":
+        return np.subtract(a, b, dtype=np.float32)
+    if kind == "mul":
+        return np.multiply(a, b, dtype=np.float32)
+    if kind == "div":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.divide(a, b, dtype=np.float32)
+    if kind == "prelu":
+        return np.where(a < 0, a * b, a).astype(np.float32)
+    raise ValueError(kind)
+
+
+def run_step(st: P.Step, args: list[np.ndarray], out_shape) -> np.ndarray:
+    """One step on numpy arrays (args in the order of `st.reads`)."""
+    if isinstance(st, P.Conv):
+        y = conv2d(args[0], st, out_shape)
+        if st.residual is not None:
+            y += args[1]
+        return activate(y, st.act)
+    if isinstance(st, P.Gemm):
+        y = args[0] @ st.weight.T
+        if st.bias is not None:
+            y += st.bias
+        return activate(y, st.act)
+    if isinstance(st, P.MatMul):
+        return np.matmul(args[0], args[1]).astype(np.float32, copy=False)
+    if isinstance(st, P.Affine):
+        shape = (1, -1) + (1,) * (args[0].ndim - 2)
+        return args[0] * st.scale.reshape(shape) + st.shift.reshape(shape)
+    if isinstance(st, P.Unary):
+        return activate(args[0].copy(), st.act)
+    if isinstance(st, P.Binary):
+        return binary(args[0], args[1], st.kind)
+    if isinstance(st, P.Copy):
+        flat = np.ascontiguousarray(args[0]).reshape(-1)
+        view = as_strided(flat[st.offset :], shape=out_shape, strides=[s * 4 for s in st.strides], writeable=False)
+        return np.ascontiguousarray(view)
+    if isinstance(st, P.Pool):
+        return pool(args[0], st, out_shape)
+    if isinstance(st, P.GlobalAvgPool):
+        x = args[0]
+        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)
+    if isinstance(st, P.Resize):
+        return np.ascontiguousarray(args[0][:, :, st.src_y][:, :, :, st.src_x])
+    if isinstance(st, P.Concat):
+        return np.concatenate(args, axis=st.axis)
+    if isinstance(st, P.Softmax):
+        return softmax(args[0], st)
+    raise TypeError(f"no CPU kernel for {st.op}")
+
+
+StepHook = Callable[[P.Step, np.ndarray], None]
+ConvHook = Callable[[P.Conv, list], "np.ndarray | None"]
+
+
+def run_program(
+    prog: P.Program,
+    inputs: dict[str, np.ndarray],
+    on_step: StepHook | None = None,
+    conv: ConvHook | None = None,
+) -> dict[str, np.ndarray]:
+    """Run `prog` on `inputs` (by input name). `on_step(step, value)` sees every step's result (parity --steps);
+    `conv(step, args)` may compute a convolution elsewhere (the GPU's per-convolution mode) or return None."""
+    store: dict[int, np.ndarray] = {}
+    for name, vid in prog.inputs:
+        store[vid] = np.ascontiguousarray(inputs[name], dtype=np.float32)
+    values = prog.values
+
+    def get(vid: int) -> np.ndarray:
+        v = values[vid]
+        if v.kind == "const":
+            return v.data
+        base = store[v.base]
+        return base if base.shape == v.shape else base.reshape(v.shape)
+
+    for st in prog.steps:
+        args = [get(v) for v in st.reads]
+        shape = values[st.out].shape
+        y = conv(st, args) if conv is not None and isinstance(st, P.Conv) else None
+        if y is None:
+            y = run_step(st, args, shape)
+        y = np.ascontiguousarray(y, dtype=np.float32)
+        if y.shape != shape:
+            y = y.reshape(shape)
+        store[st.out] = y
+        if on_step is not None:
+            on_step(st, y)
+        for f in st.frees:
+            store.pop(f, None)
+    return {name: np.array(get(vid)) for name, vid in prog.outputs}

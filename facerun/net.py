@@ -1,0 +1,187 @@
+"""`Net`: a loaded model. Compiles a program per input shape (cached), runs it on the CPU interpreter or the GPU."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from . import cpu
+from .compiler import compile_model
+from .errors import InputError
+from .onnx_import import ImportedModel, read_model
+from .program import Program
+
+
+class Outputs(dict):
+    """A model's outputs by name, in the model's order; also addressable by position (`out[0]`)."""
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
+
+
+class Net:
+    """A loaded ONNX model. `run` takes one NCHW array (a batch) or a dict/list of inputs."""
+
+    def __init__(self, model: ImportedModel, label: str | None = None):
+        self.model = model
+        self.label = label or model.path.name
+        self._programs: dict[tuple, Program] = {}
+        self._lock = threading.Lock()
+        self.gpu = None  # a facerun.gpu attachment, when the GPU path is used
+        self.gpu_reason: str | None = "not requested"
+
+    # ------------------------------------------------------------------------------------------ description
+    @property
+    def path(self) -> Path:
+        return self.model.path
+
+    @property
+    def sha256(self) -> str:
+        return self.model.sha256
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n, _ in self.model.inputs]
+
+    @property
+    def input_name(self) -> str:
+        return self.model.inputs[0][0]
+
+    @property
+    def input_shape(self) -> tuple:
+        """The first input's declared shape; None marks a symbolic dimension."""
+        return self.model.inputs[0][1]
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.model.outputs)
+
+    @property
+    def device(self) -> str:
+        return self.gpu.device_name if self.gpu is not None else "cpu"
+
+    def default_shape(self, batch: int = 1) -> tuple[int, ...]:
+        """The declared input shape with the batch set and symbolic dims filled (3 channels, 640x640 images)."""
+        shape = list(self.input_shape)
+        fill = [batch, 3, 640, 640]
+        for i, d in enumerate(shape):
+            if i == 0:
+                shape[0] = batch
+            elif d is None:
+                shape[i] = fill[i] if i < 4 else 1
+        return tuple(shape)
+
+    # ------------------------------------------------------------------------------------------------- compile
+    def program(self, shape) -> Program:
+        """The program for one input shape (the batch included); compiled once, then cached."""
+        shape = tuple(int(d) for d in shape)
+        with self._lock:
+            prog = self._programs.get(shape)
+            if prog is None:
+                self._check_shape(shape)
+                shapes = {self.input_name: shape}
+                for name, declared in self.model.inputs[1:]:
+                    if any(d is None for d in declared):
+                        raise InputError(f"input '{name}' has a symbolic size: facerun runs models with one input")
+                    shapes[name] = declared
+                try:
+                    prog = compile_model(self.model, shapes)
+                except InputError as e:
+                    raise InputError(f"input {list(shape)} does not fit {self.label}: {e}") from None
+                self._programs[shape] = prog
+            return prog
+
+    def _check_shape(self, shape):
+        declared = self.input_shape
+        if len(shape) != len(declared):
+            raise InputError(f"{self.label} takes a {len(declared)}-D input {_fmt(declared)}, got {list(shape)}")
+        # the channel count is fixed; batch and spatial sizes are bound per call (YuNet runs at any multiple of 32)
+        if len(shape) >= 2 and declared[1] is not None and shape[1] != declared[1]:
+            raise InputError(f"{self.label} takes {declared[1]} channels {_fmt(declared)}, got {list(shape)}")
+        if any(d <= 0 for d in shape):
+            raise InputError(f"input shape {list(shape)} has an empty dimension")
+
+    # ----------------------------------------------------------------------------------------------------- run
+    def _inputs(self, x) -> dict[str, np.ndarray]:
+        if isinstance(x, dict):
+            feeds = {}
+            names = self.input_names
+            for k, v in x.items():
+                name = names[k] if isinstance(k, int) else k
+                if name not in names:
+                    raise InputError(f"{self.label} has no input '{k}' (inputs: {', '.join(names)})")
+                feeds[name] = v
+        elif isinstance(x, (list, tuple)) and len(self.input_names) > 1:
+            feeds = dict(zip(self.input_names, x))
+        elif isinstance(x, (list, tuple)):
+            feeds = {self.input_name: np.stack([np.asarray(a) for a in x])}
+        else:
+            feeds = {self.input_name: x}
+        out = {}
+        for name, v in feeds.items():
+            a = np.asarray(v)
+            if a.dtype.kind not in "fiu":
+                raise InputError(f"input '{name}' must be numeric, got {a.dtype}")
+            if len(self.input_shape) == 4 and a.ndim == 3 and name == self.input_name:
+                a = a[None]
+            out[name] = np.ascontiguousarray(a, dtype=np.float32)
+        if self.input_name not in out:
+            raise InputError(f"{self.label}: input '{self.input_name}' is missing")
+        return out
+
+    def run(self, x, device: str | None = None) -> Outputs:
+        """Run the model. x: an NCHW array (batch first; a CHW array is a batch of one), a list of CHW arrays, or a
+        dict by input name/index. Returns the outputs by name (and by index)."""
+        feeds = self._inputs(x)
+        batch = feeds[self.input_name].shape[0]
+        prog = self.program(feeds[self.input_name].shape)
+        if batch > 1 and any(prog.shape(v)[:1] != (batch,) for _, v in prog.outputs):
+            # the graph folds the batch into another axis (fixed reshapes): run the items one by one
+            singles = [self.run({**feeds, self.input_name: feeds[self.input_name][i : i + 1]}, device) for i in range(batch)]
+            return Outputs((name, np.concatenate([s[name] for s in singles], axis=0)) for name in self.output_names)
+        use_gpu = self.gpu is not None and device != "cpu"
+        if use_gpu:
+            out = self.gpu.run(prog, feeds)
+            if out is not None:
+                return Outputs((name, out[name]) for name in self.output_names)
+        return Outputs(cpu.run_program(prog, feeds))
+
+    def run_cpu(self, x, on_step=None) -> Outputs:
+        feeds = self._inputs(x)
+        prog = self.program(feeds[self.input_name].shape)
+        return Outputs(cpu.run_program(prog, feeds, on_step=on_step))
+
+
+def _fmt(shape) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def resolve_model_path(name) -> tuple[Path, str]:
+    """A model argument -> (file, label): an existing file, a built-in replica name, or a known model's name."""
+    from . import synthetic
+
+    p = Path(name)
+    if p.exists():
+        return p, p.name
+    if synthetic.is_replica(str(name)):
+        return synthetic.replica_path(str(name)), str(name)
+    from .models import resolve
+
+    return resolve(str(name)), str(name)
+
+
+def load(path, device: str = "cpu") -> Net:
+    """Load an ONNX file (or a replica name) as a Net. device: "cpu", "gpu" (error if unusable) or "auto"."""
+    p, label = resolve_model_path(path)
+    net = Net(read_model(p), label=label)
+    if device in ("gpu", "auto"):
+        from .gpu_attach import attach
+
+        attach(net, required=(device == "gpu"))
+    elif device != "cpu":
+        raise InputError(f"unknown device '{device}' (cpu, gpu or auto)")
+    return net

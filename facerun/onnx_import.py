@@ -1,0 +1,145 @@
+"""Reading an ONNX file into plain Python: nodes, constant tensors, inputs and outputs.
+
+Everything that can go wrong with a file (missing, not ONNX, truncated, unsupported operators) is reported here as a
+ModelError with one line, before any compiling starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ModelError, UnsupportedOps
+
+# Operators the compiler handles (default ONNX domain). Identity and Dropout compile to views.
+SUPPORTED = frozenset(
+    """Conv BatchNormalization Relu Sigmoid Clip LeakyRelu PRelu Add Sub Mul Div Transpose MaxPool AveragePool
+    GlobalAveragePool Resize Upsample Gemm MatMul Concat Softmax Flatten Reshape Squeeze Unsqueeze Shape Gather Slice
+    Cast Constant ConstantOfShape Identity Dropout""".split()
+)
+
+
+@dataclass
+class Node:
+    op: str
+    name: str
+    inputs: list[str]  # "" marks an omitted optional input
+    outputs: list[str]
+    attrs: dict
+
+
+@dataclass
+class ImportedModel:
+    path: Path
+    sha256: str
+    opset: int
+    nodes: list[Node]
+    constants: dict[str, np.ndarray]  # initializers (and nothing else yet)
+    inputs: list[tuple[str, tuple]]  # (name, declared shape with None for symbolic dims)
+    outputs: list[str]
+    producer: str = ""
+    ir_version: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _attr_value(a):
+    import onnx
+
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, onnx.TensorProto):
+        return _tensor(v)
+    if isinstance(v, list) and v and isinstance(v[0], bytes):
+        return [s.decode("utf-8", "replace") for s in v]
+    return v
+
+
+def _tensor(t) -> np.ndarray:
+    from onnx import numpy_helper
+
+    return np.array(numpy_helper.to_array(t))
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_model(path) -> ImportedModel:
+    """Load and check an ONNX file; every failure is a ModelError naming the file."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    path = Path(path)
+    if not path.exists():
+        raise ModelError(f"{path}: no such file")
+    if not path.is_file():
+        raise ModelError(f"{path}: not a file")
+    if path.stat().st_size == 0:
+        raise ModelError(f"{path}: empty file, not an ONNX model")
+    try:
+        model = onnx.load(str(path))
+    except DecodeError:
+        raise ModelError(f"{path}: not an ONNX model (the file does not parse; truncated or another format?)") from None
+    except Exception as e:  # onnx raises a mix of types for damaged files and missing external data
+        raise ModelError(f"{path}: cannot be read as ONNX ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    graph = model.graph
+    if not graph.node or not graph.output:
+        raise ModelError(f"{path}: not an ONNX model with a graph (no nodes or no outputs; truncated or another format?)")
+
+    opset = 0
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            opset = o.version
+    if opset == 0:
+        opset = 9  # very old files may leave the default domain out
+
+    unsupported: dict[str, str] = {}
+    nodes = []
+    for i, n in enumerate(graph.node):
+        name = n.name or (n.output[0] if n.output else f"node {i}")
+        op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+        if op not in SUPPORTED:
+            unsupported.setdefault(op, name)
+        try:
+            attrs = {a.name: _attr_value(a) for a in n.attribute}
+        except Exception as e:
+            raise ModelError(f"{path}: node '{name}' has an unreadable attribute ({e})") from None
+        nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
+    if unsupported:
+        raise UnsupportedOps(unsupported)
+
+    try:
+        constants = {t.name: _tensor(t) for t in graph.initializer}
+    except Exception as e:
+        raise ModelError(f"{path}: a weight tensor cannot be read ({str(e).splitlines()[0][:200]}); truncated file?") from None
+
+    inputs = []
+    for i in graph.input:
+        if i.name in constants:  # IR < 4 lists initializers as inputs too
+            continue
+        dims = tuple(
+            (d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None) for d in i.type.tensor_type.shape.dim
+        )
+        inputs.append((i.name, dims))
+    if not inputs:
+        raise ModelError(f"{path}: the model has no input")
+
+    return ImportedModel(
+        path=path,
+        sha256=file_sha256(path),
+        opset=opset,
+        nodes=nodes,
+        constants=constants,
+        inputs=inputs,
+        outputs=[o.name for o in graph.output],
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        ir_version=model.ir_version,
+    )

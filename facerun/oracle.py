@@ -1,0 +1,56 @@
+"""onnxruntime as the reference oracle (optional: `pip install facerun[oracles]`). Never needed to run facerun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import FacerunError
+
+
+def available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def session(path: Path, extra_outputs: list[str] | None = None, threads: int | None = None):
+    """An onnxruntime CPU session for `path` with the input's spatial and batch sizes made free (YuNet's file
+    declares 640x640 but runs at any multiple of 32), optionally exposing intermediate tensors as outputs."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise FacerunError("onnxruntime is not installed (pip install 'facerun[oracles]')") from None
+    import onnx
+
+    model = onnx.load(str(path))
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    for inp in g.input:
+        if inp.name in inits:
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        for i, d in enumerate(dims):
+            if i != 1:  # keep the channel count
+                d.ClearField("dim_value")
+                d.dim_param = f"d{i}"
+    for out in g.output:
+        out.type.tensor_type.ClearField("shape")
+    del g.value_info[:]
+    for name in extra_outputs or []:
+        vi = g.output.add()
+        vi.name = name
+        vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def run(sess, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
