@@ -6,6 +6,8 @@ convolutions skip the copy, depthwise convolutions add up their kernel taps over
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -13,6 +15,10 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import program as P
 
+# numpy's ufuncs release the GIL: blocks of elementwise work can run on several cores.
+_POOL = ThreadPoolExecutor(min(4, os.cpu_count() or 1)) if (os.cpu_count() or 1) > 1 else None
+# Bytes of output one block of a depthwise convolution covers (fits in L2 with its inputs).
+_BLOCK_BYTES = 128 << 10
 # Past this many bytes of im2col columns, a convolution runs one batch item at a time to bound memory.
 _COLUMN_BYTES = 256 << 20
 
@@ -55,6 +61,51 @@ def _windows(x: np.ndarray, k, s, d, out_hw) -> np.ndarray:
     )
 
 
+def _taps(x: np.ndarray, k, s, d, out_hw):
+    """Each kernel tap's strided view of a padded NCHW array: (ky, kx, view of shape (N, C, OH, OW))."""
+    oh, ow = out_hw
+    for ky in range(k[0]):
+        for kx in range(k[1]):
+            y0, x0 = ky * d[0], kx * d[1]
+            yield ky, kx, x[:, :, y0 : y0 + s[0] * (oh - 1) + 1 : s[0], x0 : x0 + s[1] * (ow - 1) + 1 : s[1]]
+
+
+def _depthwise(xp: np.ndarray, w: np.ndarray, s, d, out_shape) -> np.ndarray:
+    """Depthwise convolution as a sum of kernel taps, in blocks of output rows small enough to stay in cache (the
+    whole-tensor version is bound by memory traffic), the blocks spread over the CPU's cores."""
+    n, c, oh, ow = out_shape
+    kh, kw = w.shape[2:]
+    out = np.empty(out_shape, np.float32)
+    taps = [(ky, kx, w[:, 0, ky, kx].reshape(1, -1, 1, 1)) for ky in range(kh) for kx in range(kw)]
+    rows = max(1, _BLOCK_BYTES // (n * c * ow * 4))
+
+    def block(r0: int):
+        r1 = min(oh, r0 + rows)
+        o = out[:, :, r0:r1]
+        tmp = np.empty_like(o)
+        for i, (ky, kx, wk) in enumerate(taps):
+            y0, x0 = ky * d[0] + r0 * s[0], kx * d[1]
+            tap = xp[:, :, y0 : y0 + s[0] * (r1 - r0 - 1) + 1 : s[0], x0 : x0 + s[1] * (ow - 1) + 1 : s[1]]
+            if i == 0:
+                np.multiply(tap, wk, out=o)
+            else:
+                np.multiply(tap, wk, out=tmp)
+                o += tmp
+
+    _parallel(block, range(0, oh, rows))
+    return out
+
+
+def _parallel(fn, items):
+    items = list(items)
+    if len(items) < 2 or _POOL is None:
+        for i in items:
+            fn(i)
+        return
+    for f in [_POOL.submit(fn, i) for i in items]:
+        f.result()
+
+
 def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:
     n, cout, oh, ow = out_shape
     w = st.weight
@@ -62,12 +113,7 @@ def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:
     g = st.groups
     xp = _pad(x, st.pads)
     if st.depthwise and cout == x.shape[1]:
-        out = np.zeros(out_shape, np.float32)
-        (sh, sw), (dh, dw) = st.stride, st.dilation
-        for ky in range(kh):
-            for kx in range(kw):
-                tap = xp[:, :, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw]
-                out += tap * w[:, 0, ky, kx].reshape(1, -1, 1, 1)
+        out = _depthwise(xp, w, st.stride, st.dilation, out_shape)
     else:
         cg = w.shape[1]
         mg = cout // g
@@ -105,7 +151,10 @@ def pool(x: np.ndarray, st: P.Pool, out_shape) -> np.ndarray:
     extra = (t, l, max(0, need_h - h - t), max(0, need_w - w - l))
     if st.kind == "max":
         xp = _pad(x, extra, -np.inf)
-        return _windows(xp, (kh, kw), (sh, sw), (dh, dw), (oh, ow)).max(axis=(2, 3)).astype(np.float32)
+        out = None
+        for _, _, tap in _taps(xp, (kh, kw), (sh, sw), (dh, dw), (oh, ow)):
+            out = tap.copy() if out is None else np.maximum(out, tap, out=out)
+        return out
     xp = _pad(x, extra, 0.0)
     total = _windows(xp, (kh, kw), (sh, sw), (dh, dw), (oh, ow)).sum(axis=(2, 3), dtype=np.float32)
     # divisor: valid input cells, or, with count_include_pad, the cells inside the declared padding

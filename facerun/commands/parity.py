@@ -1,0 +1,101 @@
+"""`facerun parity MODEL`: how closely facerun's paths agree (CPU vs onnxruntime, GPU vs CPU)."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from ..errors import FacerunError
+from .common import input_shape, out, parse_size, print_json, sample_input
+
+
+@click.command("parity")
+@click.argument("model")
+@click.option("--size", help="Input width x height for image models, e.g. 640x480.")
+@click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
+              help="The path under test: the CPU interpreter, or the WGSL device path.")
+@click.option("--against", type=click.Choice(["onnxruntime", "cpu"]), default=None,
+              help="The reference (default: onnxruntime for --device cpu, the CPU interpreter for --device gpu).")
+@click.option("--steps", is_flag=True, help="Also find the first step whose value departs beyond tolerance.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random input.")
+@click.option("--allow-software", is_flag=True, help="Accept a software GPU adapter (llvmpipe, WARP, SwiftShader).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def command(model, size, batch, device, against, steps, seed, allow_software, as_json):
+    """Compare facerun's output for MODEL with a reference on a seeded random input: per output the max abs diff,
+    the max relative diff (over the reference's largest magnitude) and the cosine. An output agrees when its max abs
+    diff is within 1e-4 of its range. Exit status 1 when any output departs.
+
+    MODEL is an .onnx file or a built-in replica name."""
+    from .. import parity
+    from ..net import load
+
+    against = against or ("onnxruntime" if device == "cpu" else "cpu")
+    if device == "cpu" and against == "cpu":
+        raise FacerunError("--device cpu --against cpu compares the interpreter with itself; pick onnxruntime")
+    if device == "gpu":
+        from ..gpu_attach import set_allow_software
+
+        if allow_software:
+            set_allow_software(True)
+    net = load(model, device="gpu" if device == "gpu" else "cpu")
+    shape = input_shape(net, parse_size(size), batch)
+    x = sample_input(net, shape, seed)
+
+    if against == "onnxruntime":
+        from .. import oracle
+
+        sess = oracle.session(net.path)
+        reference = oracle.run(sess, {net.input_name: x})
+    else:
+        reference = net.run_cpu(x)
+    got = net.run(x) if device == "gpu" else net.run_cpu(x)
+    diffs = [parity.compare(name, got[name], reference[name]) for name in net.output_names]
+    ok = all(d.ok for d in diffs)
+
+    first = None
+    compared = 0
+    if steps:
+        if device == "gpu":
+            from ..gpu_attach import first_departing_gpu_step
+
+            first, compared = first_departing_gpu_step(net, x)
+        else:
+            from .. import oracle
+
+            def reference_steps(names):
+                return oracle.run(oracle.session(net.path, extra_outputs=[n for n in names if n not in net.output_names]), {net.input_name: x})
+
+            first, compared = parity.first_departing_step(net, x, reference_steps)
+        ok = ok and first is None
+
+    result = {
+        "model": net.label,
+        "size": list(shape),
+        "device": net.device if device == "gpu" else "cpu",
+        "against": against,
+        "outputs": [d.as_dict() for d in diffs],
+        "ok": ok,
+    }
+    if steps:
+        result["steps_compared"] = compared
+        result["first_departing_step"] = None if first is None else {
+            "index": first.index, "op": first.op, "node": first.node, "value": first.value, **first.diff.as_dict()}
+    if as_json:
+        print_json(result)
+    else:
+        t = Table(title=f"{net.label} {list(shape)}: {result['device']} vs {against}", header_style="bold")
+        for col in ("output", "shape", "max abs", "max rel", "cosine", ""):
+            t.add_column(col, justify="left" if col in ("output", "shape", "") else "right")
+        for d in diffs:
+            t.add_row(d.name, "x".join(map(str, d.shape)), f"{d.max_abs:.3g}", f"{d.max_rel:.3g}", f"{d.cosine:.7f}",
+                      "[green]ok[/]" if d.ok else "[red]DEPARTS[/]")
+        out.print(t)
+        if steps:
+            if first is None:
+                out.print(f"every step agrees ({compared} compared)")
+            else:
+                out.print(f"[red]first departing step[/]: #{first.index} {first.op} '{first.node}' -> {first.value}: "
+                          f"max abs {first.diff.max_abs:.3g} (range {first.diff.range:.3g})")
+        out.print("[green]ok[/]" if ok else "[red]parity fails[/]")
+    raise SystemExit(0 if ok else 1)

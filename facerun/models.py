@@ -1,0 +1,359 @@
+"""Where facerun finds model files, and how it downloads a known one without ever leaving a wrong file in place.
+
+Search order: an explicit path; the `--models DIR` the caller passes; `$FACERUN_MODELS` (a list joined with
+os.pathsep); then the per-user cache folder (`$FACERUN_CACHE/models` when set, else the platform's cache folder).
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import ModelError
+from .known import KNOWN, KnownModel, by_name, by_sha256, sha256_of
+
+ProgressCallback = Callable[[int, "int | None"], None]  # (bytes done, total bytes or None)
+
+_CHUNK = 1 << 16
+
+
+# ---------------------------------------------------------------------------------------------- where to look
+
+
+def cache_root(platform: str | None = None, env=None) -> Path:
+    """facerun's per-user cache folder: $FACERUN_CACHE, else the platform's convention."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if env.get("FACERUN_CACHE"):
+        return Path(env["FACERUN_CACHE"]).expanduser()
+    home = Path(env.get("HOME") or Path.home())
+    if platform == "darwin":
+        return home / "Library" / "Caches" / "facerun"
+    if platform.startswith("win"):
+        local = env.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
+        return Path(local) / "facerun" / "Cache"
+    xdg = env.get("XDG_CACHE_HOME", "")
+    # the XDG spec says a relative value is invalid and must be ignored
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".cache"
+    return base / "facerun"
+
+
+def models_cache_dir(platform: str | None = None, env=None) -> Path:
+    """The folder `facerun models fetch` downloads into by default."""
+    return cache_root(platform, env) / "models"
+
+
+def search_dirs_with_sources(models_dir=None) -> list[tuple[Path, str]]:
+    """The folders searched for models, in order, each with where it came from (for `facerun models list`)."""
+    found: list[tuple[Path, str]] = []
+    if models_dir:
+        found.append((Path(models_dir).expanduser(), "--models"))
+    for entry in os.environ.get("FACERUN_MODELS", "").split(os.pathsep):
+        if entry.strip():
+            found.append((Path(entry.strip()).expanduser(), "FACERUN_MODELS"))
+    found.append((models_cache_dir(), "FACERUN_CACHE" if os.environ.get("FACERUN_CACHE") else "cache"))
+    unique: list[tuple[Path, str]] = []
+    seen: set[str] = set()
+    for path, source in found:
+        key = os.path.normcase(os.path.abspath(path))
+        if key not in seen:
+            seen.add(key)
+            unique.append((path, source))
+    return unique
+
+
+def search_dirs(models_dir=None) -> list[Path]:
+    """The folders searched for models, in order (the ones that do not exist are included)."""
+    return [path for path, _ in search_dirs_with_sources(models_dir)]
+
+
+# ------------------------------------------------------------------------------------------------- finding
+
+
+@dataclass(frozen=True)
+class FoundModel:
+    path: Path
+    size: int
+    sha256: str
+    known: KnownModel | None
+
+
+def _onnx_files(folder: Path) -> list[Path]:
+    """The .onnx files directly inside a folder (hidden ones, such as downloads in progress, are skipped)."""
+    if not folder.is_dir():
+        return []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [p for p in entries if p.suffix.lower() == ".onnx" and not p.name.startswith(".") and p.is_file()]
+
+
+def scan(models_dir=None) -> list[FoundModel]:
+    """Every .onnx file in the search folders, hashed and matched against the known table."""
+    results: list[FoundModel] = []
+    seen: set[Path] = set()
+    for folder in search_dirs(models_dir):
+        for path in _onnx_files(folder):
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            sha = sha256_of(path)
+            results.append(FoundModel(path, path.stat().st_size, sha, by_sha256(sha)))
+    return results
+
+
+def _looks_like_path(text: str) -> bool:
+    return os.sep in text or (os.altsep is not None and os.altsep in text) or text.startswith("~")
+
+
+def _where(dirs: list[Path]) -> str:
+    return ", ".join(f"{d}{'' if d.is_dir() else ' (missing)'}" for d in dirs) or "nowhere"
+
+
+def _find_known(model: KnownModel, dirs: list[Path]) -> Path | None:
+    """A file holding `model`: by its canonical name first (size checked), then by sha256 among the .onnx files."""
+    wrong_size: list[str] = []
+    for folder in dirs:
+        candidate = folder / model.filename
+        if candidate.is_file():
+            size = candidate.stat().st_size
+            if model.size is None or size == model.size:
+                return candidate
+            wrong_size.append(f"{candidate} ({size} bytes)")
+    for folder in dirs:
+        for path in _onnx_files(folder):
+            # the size is a free pre-filter that spares hashing unrelated large files
+            if model.size is not None and path.stat().st_size != model.size:
+                continue
+            if sha256_of(path) == model.sha256:
+                return path
+    if wrong_size:
+        raise ModelError(
+            f"{model.name}: found {', '.join(wrong_size)} but it should be {model.size} bytes "
+            f"(damaged or a different file); replace it with `facerun models fetch {model.name}`"
+        )
+    return None
+
+
+def resolve(name_or_path, models_dir=None) -> Path:
+    """The model file meant by a path, a known model name ("yunet-2023mar") or a file name in the search folders."""
+    text = str(name_or_path).strip()
+    if not text:
+        raise ModelError("no model given")
+    as_path = Path(text).expanduser()
+    if as_path.is_file():
+        return as_path
+    if as_path.is_dir():
+        raise ModelError(f"{as_path} is a folder, not a model file")
+    if _looks_like_path(text) or as_path.is_absolute():
+        raise ModelError(f"no such model file: {as_path}")
+
+    dirs = search_dirs(models_dir)
+    model = by_name(text)
+    if model is not None:
+        found = _find_known(model, dirs)
+        if found is not None:
+            return found
+        how = f"get it with `facerun models fetch {model.name}`" if model.url else "download it by hand"
+        raise ModelError(f"model {model.name} ({model.filename}) not found; looked in {_where(dirs)}; {how}")
+
+    for folder in dirs:
+        candidate = folder / text
+        if candidate.is_file():
+            return candidate
+    known_names = ", ".join(m.name for m in KNOWN)
+    raise ModelError(
+        f"model '{text}' is not a file, a known model ({known_names}) or a file in {_where(dirs)}; "
+        f"see `facerun models list`"
+    )
+
+
+def default_detector(models_dir=None) -> Path:
+    """The detector facerun uses when none is named: YuNet 2023mar."""
+    return resolve("yunet-2023mar", models_dir)
+
+
+# ------------------------------------------------------------------------------------------------- fetching
+
+
+class _Retry(Exception):
+    """A failure worth another attempt (the connection dropped, timed out or ended early)."""
+
+
+def _user_agent() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"facerun/{version('facerun')}"
+    except Exception:
+        return "facerun"
+
+
+def fetch(
+    name: str,
+    dest_dir=None,
+    url: str | None = None,
+    progress: ProgressCallback | None = None,
+    *,
+    timeout: float = 30.0,
+    retries: int = 3,
+    backoff: float = 0.5,
+) -> Path:
+    """Download the known model `name` into `dest_dir` (default: the cache folder) and return its path.
+
+    The bytes go to `<dest>/.<file>.part`; a partial file left by an earlier attempt is resumed with an HTTP Range
+    request (a server that answers 200 instead of 206 restarts it from zero). Connection errors, timeouts and short
+    reads are retried `retries` times with doubling back-off. Only a file of the right size and sha256 is renamed
+    into place; a wrong sha256 deletes the partial file and raises ModelError, so the destination never holds a
+    wrong or half-written file. `timeout` bounds every socket operation (connect and each read).
+    """
+    model = by_name(name)
+    if model is None:
+        raise ModelError(f"unknown model '{name}'; known: {', '.join(m.name for m in KNOWN)}")
+    if not model.sha256:
+        raise ModelError(f"{model.name} has no published sha256, so facerun cannot check a download; fetch it by hand")
+    source = url or model.url
+    if not source:
+        raise ModelError(f"{model.name} has no download location; pass --url")
+
+    dest = Path(dest_dir).expanduser() if dest_dir else models_cache_dir()
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelError(f"cannot create {dest}: {e.strerror or e}") from None
+    final = dest / model.filename
+    if final.is_file() and sha256_of(final) == model.sha256:
+        return final
+    part = dest / f".{model.filename}.part"
+
+    last_problem = "no attempt made"
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(min(backoff * 2 ** (attempt - 1), 8.0))
+        try:
+            _download_into(part, source, model.size, progress, timeout)
+            break
+        except _Retry as e:
+            last_problem = str(e)
+    else:
+        kept = part.stat().st_size if part.exists() else 0
+        resume = f"; {kept} bytes kept in {part} for the next attempt to resume" if kept else ""
+        raise ModelError(f"cannot download {model.name} from {source}: {last_problem} ({retries + 1} attempts{resume})")
+
+    size = part.stat().st_size
+    if model.size is not None and size != model.size:
+        part.unlink(missing_ok=True)
+        raise ModelError(f"download of {model.name} from {source} is {size} bytes, expected {model.size}; not kept")
+    got = sha256_of(part)
+    if got != model.sha256:
+        part.unlink(missing_ok=True)
+        raise ModelError(
+            f"download of {model.name} from {source} has sha256 {got[:16]}…, expected {model.sha256[:16]}…; "
+            f"not kept (nothing written to {final})"
+        )
+    os.replace(part, final)  # atomic on one file system: readers see the old file or the whole new one
+    return final
+
+
+def _download_into(part: Path, url: str, expected: int | None, progress, timeout: float) -> None:
+    """One attempt: append the missing bytes to `part` (or rewrite it). Raises _Retry or ModelError."""
+    offset = part.stat().st_size if part.exists() else 0
+    if expected is not None and offset > expected:  # a stale partial from something else
+        part.unlink()
+        offset = 0
+    if expected is not None and offset == expected:  # finished earlier, only the checks remain
+        return
+
+    request = urllib.request.Request(url, headers={"User-Agent": _user_agent(), "Accept-Encoding": "identity"})
+    if offset:
+        request.add_header("Range", f"bytes={offset}-")
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as e:
+        e.close()
+        if e.code == 416 and offset:  # our partial does not fit the server's file: start over
+            part.unlink(missing_ok=True)
+            raise _Retry("the server refused to resume; restarting") from None
+        if e.code in (408, 425, 429) or e.code >= 500:
+            raise _Retry(f"HTTP {e.code} {e.reason}") from None
+        raise ModelError(f"cannot download {url}: HTTP {e.code} {e.reason}") from None
+    except urllib.error.URLError as e:
+        reason = e.reason
+        raise _Retry(getattr(reason, "strerror", None) or str(reason)) from None
+    except (OSError, http.client.HTTPException) as e:
+        raise _Retry(_describe(e)) from None
+
+    with response:
+        status = getattr(response, "status", None) or 200
+        if offset and status == 206:
+            start = _content_range_start(response.headers.get("Content-Range"))
+            if start != offset:
+                part.unlink(missing_ok=True)
+                raise _Retry(f"the server resumed at byte {start}, not {offset}; restarting")
+            mode = "ab"
+        else:  # 200: the whole file again, so the partial is discarded
+            offset, mode = 0, "wb"
+        length = response.headers.get("Content-Length")
+        remaining = int(length) if length and length.isdigit() else None
+        total = offset + remaining if remaining is not None else expected
+        done = offset
+        if progress:
+            progress(done, total)
+        try:
+            with open(part, mode) as out:
+                while True:
+                    try:
+                        chunk = response.read(_CHUNK)
+                    except (OSError, http.client.HTTPException) as e:
+                        raise _Retry(_describe(e)) from None
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    done += len(chunk)
+                    if progress:
+                        progress(done, total)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as e:  # the network errors were turned into _Retry above: this is the disk
+            raise ModelError(f"cannot write {part}: {e.strerror or e}") from None
+    if total is not None and done < total:
+        raise _Retry(f"the connection ended after {done} of {total} bytes")
+
+
+def _content_range_start(header: str | None) -> int | None:
+    # "bytes 1000-1999/2000"
+    if not header or not header.startswith("bytes "):
+        return None
+    first = header[6:].split("-", 1)[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return "timed out"
+    if isinstance(e, http.client.IncompleteRead):
+        return "the connection ended early"
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+__all__ = [
+    "FoundModel",
+    "cache_root",
+    "models_cache_dir",
+    "search_dirs",
+    "search_dirs_with_sources",
+    "resolve",
+    "scan",
+    "default_detector",
+    "fetch",
+]

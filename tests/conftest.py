@@ -1,0 +1,43 @@
+"""Shared fixtures. Real models and photos come from ../shared (or $FACERUN_MODELS / $FACERUN_DATA); they are never
+committed into the project."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_DEFAULT_SHARED = ROOT.parent / "shared"
+
+
+def _dir(env: str, default: Path) -> Path:
+    return Path(os.environ.get(env) or default)
+
+
+MODELS = _dir("FACERUN_MODELS", _DEFAULT_SHARED / "models")
+DATA = _dir("FACERUN_DATA", _DEFAULT_SHARED / "data")
+# facerun itself reads FACERUN_MODELS; point it at the shared models for every test
+os.environ.setdefault("FACERUN_MODELS", str(MODELS))
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    if not (MODELS / "face_detection_yunet_2023mar.onnx").exists():
+        pytest.skip(f"real models not found in {MODELS} (set FACERUN_MODELS)")
+    return MODELS
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not (DATA / "faces").is_dir():
+        pytest.skip(f"photos not found in {DATA} (set FACERUN_DATA)")
+    return DATA
+
+
+def real_model(name: str) -> Path:
+    p = MODELS / name
+    if not p.exists():
+        pytest.skip(f"{name} not found in {MODELS}")
+    return p

@@ -1,0 +1,402 @@
+"""Known-model table, model search path and cache, downloads against a local HTTP server, and `facerun models`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from facerun import known, models
+from facerun.cli import main
+from facerun.errors import ModelError
+
+from local_http import ModelServer
+
+SHARED = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models").split(os.pathsep)[0])
+YUNET = SHARED / "face_detection_yunet_2023mar.onnx"
+SHARED_FILES = ["face_detection_yunet_2023mar.onnx", "face_detection_yunet_2022mar.onnx", "MobileFaceNet.onnx"]
+
+needs_shared = pytest.mark.skipif(not YUNET.is_file(), reason=f"shared models not found in {SHARED}")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    """No test sees the user's real cache or model folders."""
+    monkeypatch.setenv("FACERUN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FACERUN_MODELS", raising=False)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def yunet_bytes() -> bytes:
+    if not YUNET.is_file():
+        pytest.skip(f"shared models not found in {SHARED}")
+    return YUNET.read_bytes()
+
+
+@pytest.fixture
+def server(yunet_bytes):
+    with ModelServer(yunet_bytes, max_seconds=60) as s:
+        yield s
+
+
+def _place(src: Path, folder: Path, name: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(src, folder / (name or src.name)))
+
+
+# ------------------------------------------------------------------------------------------- known table
+
+
+@needs_shared
+@pytest.mark.parametrize("filename", SHARED_FILES)
+def test_shared_files_are_identified_by_sha256(filename):
+    path = SHARED / filename
+    data = path.read_bytes()
+    sha = known.sha256_of(path)
+    assert sha == hashlib.sha256(data).hexdigest()  # the streamed hash agrees with a one-shot one
+    model = known.by_sha256(sha)
+    assert model is not None, f"{filename} not recognised"
+    assert model.filename == filename
+    assert model.size == len(data)
+    assert known.by_sha256(sha.upper()) is model
+
+
+def test_table_is_consistent():
+    names = [m.name for m in known.KNOWN]
+    assert len(set(names)) == len(names)
+    assert len({m.filename.lower() for m in known.KNOWN}) == len(names)
+    for m in known.KNOWN:
+        assert m.kind in ("detector", "embedder")
+        assert m.sha256 is None or (len(m.sha256) == 64 and int(m.sha256, 16) >= 0 and m.sha256 == m.sha256.lower())
+        assert m.url is None or m.url.startswith("https://")
+        assert m.url is None or m.url.rsplit("/", 1)[-1] == m.filename
+        assert "\n" not in m.notes and m.notes
+        assert all(s > 0 for s in m.std)
+        if m.kind == "embedder":
+            assert m.input_size == (112, 112) and m.threshold is not None and m.dim in (128, 512)
+
+
+def test_by_name_accepts_names_and_file_names():
+    assert known.by_name("yunet-2023mar").filename == "face_detection_yunet_2023mar.onnx"
+    assert known.by_name("Face_Detection_YuNet_2023mar.onnx").name == "yunet-2023mar"
+    assert known.by_name("glintr100.onnx").name == "auraface-v1"
+    assert known.by_name("nosuchmodel") is None
+    assert known.by_sha256("0" * 64) is None
+
+
+def test_mobilefacenet_preprocessing_is_imagenet_on_0_255():
+    m = known.by_name("mobilefacenet")
+    pixel = 200.0
+    for c, (mean, std) in enumerate(zip((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))):
+        assert (pixel - m.mean[c]) / m.std[c] == pytest.approx((pixel / 255 - mean) / std, rel=1e-6)
+
+
+def test_sha256_memo_notices_a_changed_file(tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"a" * 1000)
+    first = known.sha256_of(path)
+    path.write_bytes(b"b" * 1000)  # same size: only the mtime tells them apart
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+    assert known.sha256_of(path) == hashlib.sha256(b"b" * 1000).hexdigest() != first
+
+
+# ------------------------------------------------------------------------------------ search path, cache
+
+
+def test_cache_folder_follows_each_platform(tmp_path):
+    home = str(tmp_path)
+    assert models.cache_root("linux", {"HOME": home}) == tmp_path / ".cache" / "facerun"
+    assert models.cache_root("linux", {"HOME": home, "XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/facerun")
+    assert models.cache_root("linux", {"HOME": home, "XDG_CACHE_HOME": "rel"}) == tmp_path / ".cache" / "facerun"
+    assert models.cache_root("darwin", {"HOME": home}) == tmp_path / "Library" / "Caches" / "facerun"
+    assert models.cache_root("win32", {"HOME": home, "LOCALAPPDATA": "/lad"}) == Path("/lad/facerun/Cache")
+    assert models.models_cache_dir("darwin", {"HOME": home, "FACERUN_CACHE": "/fc"}) == Path("/fc/models")
+
+
+def test_search_order_and_deduplication(tmp_path, monkeypatch):
+    a, b, explicit = tmp_path / "a", tmp_path / "b", tmp_path / "explicit"
+    monkeypatch.setenv("FACERUN_MODELS", os.pathsep.join([str(a), "", str(b), str(a)]))
+    assert models.search_dirs(explicit) == [explicit, a, b, tmp_path / "cache" / "models"]
+    assert models.search_dirs() == [a, b, tmp_path / "cache" / "models"]
+
+
+@needs_shared
+def test_resolve_follows_the_search_order(tmp_path, monkeypatch):
+    cache, env_dir, explicit = tmp_path / "cache" / "models", tmp_path / "env", tmp_path / "explicit"
+    in_cache = _place(YUNET, cache)
+    assert models.resolve("yunet-2023mar") == in_cache
+    assert models.default_detector() == in_cache
+
+    monkeypatch.setenv("FACERUN_MODELS", os.pathsep.join([str(tmp_path / "absent"), str(env_dir)]))
+    in_env = _place(YUNET, env_dir)
+    assert models.resolve("yunet-2023mar") == in_env
+    assert models.resolve("face_detection_yunet_2023mar.onnx") == in_env
+
+    in_explicit = _place(YUNET, explicit)
+    assert models.resolve("yunet-2023mar", models_dir=explicit) == in_explicit
+    # a path wins over everything
+    assert models.resolve(str(in_cache), models_dir=explicit) == in_cache
+
+
+@needs_shared
+def test_resolve_finds_a_renamed_file_by_sha256(tmp_path, monkeypatch):
+    folder = tmp_path / "renamed"
+    _place(SHARED / "MobileFaceNet.onnx", folder, "embedder.onnx")
+    renamed = _place(YUNET, folder, "detector.onnx")
+    assert models.resolve("yunet-2023mar", models_dir=folder) == renamed
+    assert models.resolve("detector.onnx", models_dir=folder) == renamed  # plain file name in a search folder
+
+
+def test_resolve_missing_model_says_where_it_looked_and_how_to_fetch(tmp_path, monkeypatch):
+    monkeypatch.setenv("FACERUN_MODELS", str(tmp_path / "env"))
+    with pytest.raises(ModelError) as err:
+        models.resolve("sface-2021dec", models_dir=tmp_path / "explicit")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "facerun models fetch sface-2021dec" in message
+    for folder in (tmp_path / "explicit", tmp_path / "env", tmp_path / "cache" / "models"):
+        assert str(folder) in message
+
+
+def test_resolve_rejects_missing_paths_and_unknown_names(tmp_path):
+    with pytest.raises(ModelError, match="no such model file"):
+        models.resolve(str(tmp_path / "nope" / "model.onnx"))
+    with pytest.raises(ModelError, match="folder"):
+        models.resolve(str(tmp_path))
+    with pytest.raises(ModelError, match="not a file, a known model"):
+        models.resolve("nosuchmodel")
+
+
+@needs_shared
+def test_resolve_refuses_a_truncated_file_under_the_canonical_name(tmp_path):
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    (folder / YUNET.name).write_bytes(YUNET.read_bytes()[:1000])
+    with pytest.raises(ModelError, match="should be 232589 bytes"):
+        models.resolve("yunet-2023mar", models_dir=folder)
+
+
+@needs_shared
+def test_scan_identifies_files_and_skips_partial_downloads(tmp_path):
+    folder = tmp_path / "scan"
+    _place(YUNET, folder, "renamed.onnx")
+    (folder / "random.onnx").write_bytes(b"not a model")
+    (folder / ".face_detection_yunet_2022mar.onnx.part").write_bytes(b"partial")
+    (folder / "notes.txt").write_text("ignored")
+    found = {f.path.name: f for f in models.scan(folder)}
+    assert set(found) == {"renamed.onnx", "random.onnx"}
+    assert found["renamed.onnx"].known.name == "yunet-2023mar"
+    assert found["random.onnx"].known is None
+    assert found["random.onnx"].sha256 == hashlib.sha256(b"not a model").hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------- fetch
+
+
+def _no_leftovers(dest: Path, name: str = "face_detection_yunet_2023mar.onnx") -> bool:
+    return not (dest / name).exists()
+
+
+def test_fetch_good_download_lands_the_exact_file(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    seen = []
+    path = models.fetch("yunet-2023mar", dest, url=server.url("good"), progress=lambda d, t: seen.append((d, t)))
+    assert path == dest / "face_detection_yunet_2023mar.onnx"
+    assert path.read_bytes() == yunet_bytes
+    assert [p.name for p in dest.iterdir()] == [path.name]  # no partial file left behind
+    assert seen[-1] == (len(yunet_bytes), len(yunet_bytes))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_fetch_default_destination_is_the_cache(tmp_path, server):
+    path = models.fetch("yunet-2023mar", url=server.url("good"))
+    assert path.parent == tmp_path / "cache" / "models"
+    assert models.resolve("yunet-2023mar") == path
+
+
+def test_fetch_truncated_never_lands_and_keeps_the_partial(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError, match="ended after") as err:
+        models.fetch("yunet-2023mar", dest, url=server.url("truncated"), retries=2, backoff=0)
+    assert "\n" not in str(err.value)
+    assert _no_leftovers(dest)
+    part = dest / ".face_detection_yunet_2023mar.onnx.part"
+    assert 0 < part.stat().st_size < len(yunet_bytes)
+    assert yunet_bytes.startswith(part.read_bytes())
+    # three attempts; the retries asked to resume from where the first one stopped
+    assert len(server.log) == 3
+    assert server.log[0][1] is None and server.log[1][1] == f"bytes={len(yunet_bytes) // 2}-"
+
+
+def test_fetch_corrupted_deletes_the_partial_and_writes_nothing(tmp_path, server):
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError, match="sha256"):
+        models.fetch("yunet-2023mar", dest, url=server.url("corrupted"), backoff=0)
+    assert list(dest.iterdir()) == []
+
+
+def test_fetch_resumes_with_a_range_request(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    path = models.fetch("yunet-2023mar", dest, url=server.url("resume"), backoff=0)
+    assert path.read_bytes() == yunet_bytes
+    half = len(yunet_bytes) // 2
+    assert server.log == [("/resume", None, 200), ("/resume", f"bytes={half}-", 206)]
+
+
+def test_fetch_restarts_from_zero_when_the_server_ignores_range(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    path = models.fetch("yunet-2023mar", dest, url=server.url("no-resume"), backoff=0)
+    assert path.read_bytes() == yunet_bytes
+    assert [status for _, _, status in server.log] == [200, 200]
+    assert server.log[1][1] is not None  # it asked to resume and got the whole file instead
+
+
+def test_fetch_resumes_a_partial_left_by_an_earlier_run(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError):
+        models.fetch("yunet-2023mar", dest, url=server.url("truncated"), retries=0)
+    assert _no_leftovers(dest)
+    path = models.fetch("yunet-2023mar", dest, url=server.url("good"))
+    assert path.read_bytes() == yunet_bytes
+    assert server.log[-1] == ("/good", f"bytes={len(yunet_bytes) // 2}-", 206)
+
+
+def test_fetch_a_wrong_partial_is_caught_by_the_sha256_and_then_recovers(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    part = dest / ".face_detection_yunet_2023mar.onnx.part"
+    part.write_bytes(b"\0" * 5000)  # junk that a resume would splice onto good bytes
+    with pytest.raises(ModelError, match="sha256"):
+        models.fetch("yunet-2023mar", dest, url=server.url("good"))
+    assert list(dest.iterdir()) == []
+    assert models.fetch("yunet-2023mar", dest, url=server.url("good")).read_bytes() == yunet_bytes
+
+
+def test_fetch_keeps_an_existing_file_when_the_download_is_bad(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    old = dest / "face_detection_yunet_2023mar.onnx"
+    old.write_bytes(b"old damaged copy")
+    with pytest.raises(ModelError):
+        models.fetch("yunet-2023mar", dest, url=server.url("corrupted"))
+    assert old.read_bytes() == b"old damaged copy"
+    models.fetch("yunet-2023mar", dest, url=server.url("good"))
+    assert old.read_bytes() == yunet_bytes
+
+
+def test_fetch_skips_the_network_when_the_file_is_already_right(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    _place(YUNET, dest)
+    assert models.fetch("yunet-2023mar", dest, url=server.url("good")).read_bytes() == yunet_bytes
+    assert server.log == []
+
+
+def test_fetch_unreachable_server_is_a_model_error(tmp_path):
+    with socket.socket() as s:  # a port that was free a moment ago and has nobody listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError, match=f"127.0.0.1:{port}") as err:
+        models.fetch("yunet-2023mar", dest, url=f"http://127.0.0.1:{port}/m.onnx", retries=1, backoff=0)
+    assert "\n" not in str(err.value)
+    assert _no_leftovers(dest)
+
+
+def test_fetch_times_out_on_a_silent_server(tmp_path, server):
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError, match="timed out"):
+        models.fetch("yunet-2023mar", dest, url=server.url("stall"), timeout=0.3, retries=0)
+    assert _no_leftovers(dest)
+
+
+def test_fetch_http_404_fails_without_retrying(tmp_path, server):
+    with pytest.raises(ModelError, match="404"):
+        models.fetch("yunet-2023mar", tmp_path / "dest", url=server.url("missing"), backoff=0)
+    assert len(server.log) == 1
+
+
+def test_fetch_unknown_model():
+    with pytest.raises(ModelError, match="unknown model 'nosuchmodel'"):
+        models.fetch("nosuchmodel", url="http://127.0.0.1:9/x")
+
+
+# -------------------------------------------------------------------------------------------------- CLI
+
+
+def _run(*args, env=None):
+    return CliRunner().invoke(main, ["models", *args], env=env, catch_exceptions=False)
+
+
+@needs_shared
+def test_cli_list_json(tmp_path):
+    result = _run("list", "--json", env={"FACERUN_MODELS": str(SHARED)})
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [d["path"] for d in report["search_dirs"]] == [str(SHARED), str(tmp_path / "cache" / "models")]
+    state = {m["name"]: m for m in report["models"]}
+    assert state["yunet-2023mar"]["present"] and state["yunet-2023mar"]["sha256_ok"]
+    assert state["mobilefacenet"]["path"] == str(SHARED / "MobileFaceNet.onnx")
+    assert not state["auraface-v1"]["present"] and state["auraface-v1"]["path"] is None
+
+
+@needs_shared
+def test_cli_models_alone_lists(tmp_path):
+    result = _run("--models", str(SHARED))
+    assert result.exit_code == 0, result.output
+    assert "Known models" in result.stdout and "yunet-2023mar" in result.stdout
+
+
+@needs_shared
+def test_cli_verify_ok_then_mismatch(tmp_path):
+    folder = tmp_path / "mine"
+    _place(YUNET, folder, "detector.onnx")
+    result = _run("verify", "--json", "--models", str(folder))
+    assert result.exit_code == 0, result.output
+    assert [(r["model"], r["status"]) for r in json.loads(result.stdout)["files"]] == [("yunet-2023mar", "renamed")]
+
+    # a 2022mar file under the 2023mar name: identified, and flagged as not what its name says
+    _place(SHARED / "face_detection_yunet_2022mar.onnx", folder, "face_detection_yunet_2023mar.onnx")
+    result = _run("verify", "--json", "--models", str(folder))
+    assert result.exit_code == 1
+    rows = {Path(r["path"]).name: r for r in json.loads(result.stdout)["files"]}
+    assert rows["face_detection_yunet_2023mar.onnx"]["status"] == "mismatch"
+    assert rows["face_detection_yunet_2023mar.onnx"]["model"] == "yunet-2022mar"
+    assert "error:" in result.stderr
+
+
+def test_cli_fetch_unknown_model_is_one_line_error():
+    result = _run("fetch", "nosuchmodel")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: unknown model 'nosuchmodel'")
+
+
+def test_cli_fetch_from_a_mirror(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    result = _run("fetch", "yunet-2023mar", "--url", server.url("good"), "--dest", str(dest))
+    assert result.exit_code == 0, result.output
+    path = Path(result.stdout.strip().splitlines()[-1])
+    assert path == dest / "face_detection_yunet_2023mar.onnx" and path.read_bytes() == yunet_bytes
+
+
+def test_cli_fetch_corrupted_mirror_fails_cleanly(tmp_path, server):
+    dest = tmp_path / "dest"
+    result = _run("fetch", "yunet-2023mar", "--url", server.url("corrupted"), "--dest", str(dest))
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: download of yunet-2023mar")
+    assert list(dest.iterdir()) == []
+
+
+def test_cli_path_prints_the_cache_folder(tmp_path):
+    result = _run("path")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == str(tmp_path / "cache" / "models")
