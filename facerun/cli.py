@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -14,6 +15,8 @@ COMMANDS = {
     "inspect": "inspect",
     "parity": "parity",
     "models": "models",
+    "detect": "detect",
+    "evaluate": "evaluate",
 }
 
 
@@ -38,6 +41,13 @@ class FacerunGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except Exception as e:  # a bug: still one line for the user, the traceback on request
+            if os.environ.get("FACERUN_DEBUG"):
+                raise
+            click.echo(f"error: internal error ({type(e).__name__}: {e}); run with FACERUN_DEBUG=1 for the traceback", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=FacerunGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -321,6 +321,7 @@ class Compiler:
         prev = self._fusable(x, (P.Conv, P.Gemm))
         if prev is not None and getattr(prev, "residual", None) is not None:
             prev = None  # the BN applies to conv + residual: it cannot go into the weights
+        if prev is not None:
             w = prev.weight.astype(np.float64)
             prev.weight = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
             b = np.zeros(w.shape[0]) if prev.bias is None else prev.bias.astype(np.float64)
@@ -435,8 +436,8 @@ class Compiler:
             out_shape[ax] = len(r)
             offset += (r.start if len(r) else 0) * st[ax]
             strides[ax] = st[ax] * int(step)
-        if out_shape == list(shape):
-            self._out(node, x)
+        if out_shape == list(shape) and offset == 0 and strides == st:
+            self._out(node, x)  # a slice that keeps everything
             return
         step = P.Copy(0, node.name, x, offset, tuple(strides), "slice")
         self._out(node, self._emit(step, node.outputs[0], tuple(out_shape)))

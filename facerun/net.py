@@ -95,6 +95,10 @@ class Net:
                 self._programs[shape] = prog
             return prog
 
+    def prog_shapes(self) -> list[tuple]:
+        """The input shapes compiled so far."""
+        return list(self._programs)
+
     def _check_shape(self, shape):
         declared = self.input_shape
         if len(shape) != len(declared):
@@ -137,18 +141,36 @@ class Net:
         """Run the model. x: an NCHW array (batch first; a CHW array is a batch of one), a list of CHW arrays, or a
         dict by input name/index. Returns the outputs by name (and by index)."""
         feeds = self._inputs(x)
-        batch = feeds[self.input_name].shape[0]
         prog = self.program(feeds[self.input_name].shape)
-        if batch > 1 and any(prog.shape(v)[:1] != (batch,) for _, v in prog.outputs):
-            # the graph folds the batch into another axis (fixed reshapes): run the items one by one
-            singles = [self.run({**feeds, self.input_name: feeds[self.input_name][i : i + 1]}, device) for i in range(batch)]
-            return Outputs((name, np.concatenate([s[name] for s in singles], axis=0)) for name in self.output_names)
         use_gpu = self.gpu is not None and device != "cpu"
         if use_gpu:
             out = self.gpu.run(prog, feeds)
             if out is not None:
                 return Outputs((name, out[name]) for name in self.output_names)
         return Outputs(cpu.run_program(prog, feeds))
+
+    @property
+    def batch_free(self) -> bool:
+        """Whether the model declares a free batch dimension (so a batch runs as one program)."""
+        return self.input_shape[0] is None
+
+    def run_batch(self, x, device: str | None = None) -> Outputs:
+        """Run N independent items (an NCHW array or a list of CHW arrays); outputs stacked along axis 0.
+
+        A model with a free batch dimension runs the batch as one program; a file fixed at batch 1 (a constant
+        Reshape to [1, -1], say) runs the items one at a time, as onnxruntime would require."""
+        feeds = self._inputs(x)
+        items = feeds[self.input_name]
+        n = items.shape[0]
+        if self.batch_free or n == 1:
+            return self.run(feeds, device)
+        single = [{**feeds, self.input_name: items[i : i + 1]} for i in range(n)]
+        if self.gpu is not None and device != "cpu":
+            outs = self.gpu.run_many(self.program(single[0][self.input_name].shape), single)
+            if outs is not None:
+                return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
+        outs = [self.run(f, device="cpu") for f in single]
+        return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
 
     def run_cpu(self, x, on_step=None) -> Outputs:
         feeds = self._inputs(x)

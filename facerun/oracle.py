@@ -53,4 +53,7 @@ def session(path: Path, extra_outputs: list[str] | None = None, threads: int | N
 
 def run(sess, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, feeds)))
+    try:
+        return dict(zip(names, sess.run(names, feeds)))
+    except Exception as e:  # onnxruntime's own errors carry long multi-line texts
+        raise FacerunError(f"onnxruntime failed: {str(e).strip().splitlines()[-1][:300]}") from None

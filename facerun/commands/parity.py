@@ -40,6 +40,7 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
             set_allow_software(True)
     net = load(model, device="gpu" if device == "gpu" else "cpu")
     shape = input_shape(net, parse_size(size), batch)
+    net.program(shape)  # a shape the model cannot take fails here, with facerun's message
     x = sample_input(net, shape, seed)
 
     if against == "onnxruntime":

@@ -1,0 +1,42 @@
+"""Annotated copies of photos: face boxes, the five landmarks and the score, sized to stay visible on any photo."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+BOX_COLOUR = (0, 255, 0)
+# one colour per landmark, in YuNet's order: right eye, left eye, nose tip, right mouth corner, left mouth corner
+LANDMARK_COLOURS = ((255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 0, 255), (0, 255, 255))
+LANDMARK_NAMES = ("right eye", "left eye", "nose tip", "right mouth corner", "left mouth corner")
+
+
+def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
+    """A copy of `rgb` (HxWx3 uint8) with every face drawn on it; `faces` are facerun.detect.Face objects."""
+    image = Image.fromarray(np.asarray(rgb, dtype=np.uint8)).convert("RGB")
+    draw = ImageDraw.Draw(image)
+    # widths grow with the photo so a box stays visible on a 4000 px photo without swamping a 300 px one
+    line = max(1, round(max(image.size) / 500))
+    radius = max(2, 2 * line)
+    font = _font(max(10, 6 * line + 6))
+
+    for face in faces:
+        x, y, w, h = (float(v) for v in face.box)
+        draw.rectangle([x, y, x + w, y + h], outline=BOX_COLOUR, width=line)
+        for (px, py), colour in zip(np.asarray(face.landmarks, dtype=float), LANDMARK_COLOURS):
+            draw.ellipse([px - radius, py - radius, px + radius, py + radius], fill=colour)
+        label = f"{face.score:.2f}"
+        left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
+        text_w, text_h = right - left, bottom - top
+        # the label sits on the box's top edge, or just inside it when the box touches the top of the photo
+        ty = y - text_h - 2 * line if y - text_h - 2 * line >= 0 else y + line
+        draw.rectangle([x, ty, x + text_w + 2 * line, ty + text_h + 2 * line], fill=BOX_COLOUR)
+        draw.text((x + line - left, ty + line - top), label, fill=(0, 0, 0), font=font)
+    return image
+
+
+def _font(size: int):
+    try:
+        return ImageFont.load_default(size=size)
+    except (TypeError, OSError):  # Pillow without FreeType: the fixed bitmap font
+        return ImageFont.load_default()

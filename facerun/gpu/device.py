@@ -1,0 +1,434 @@
+"""facerun's one wgpu device: created lazily on first use, thread-safe, given up for good after a device failure.
+
+Switches (read when the device is first needed):
+  FACERUN_GPU=off                  no GPU at all
+  FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off   which backend to enumerate (default: the platform's primary one)
+  FACERUN_GPU_ADAPTER=<substring>  pick the adapter whose name contains it
+  FACERUN_ALLOW_SOFTWARE=1         accept software adapters (llvmpipe/lavapipe, WARP, SwiftShader); the CPU path is
+                                   faster than those, so they are skipped by default (`allow_software(True)` = the
+                                   CLI's --allow-software)
+  FACERUN_GPU_INJECT_FAILURE=submit|readback   tests: make the next submission (or read-back) fail
+
+wgpu-py has no error scopes: errors of API calls arrive as exceptions (GPUValidationError, GPUOutOfMemoryError),
+and errors the device reports later (at submit, device lost) only through the "wgpu" logger. A logging handler
+watches that logger; any such error marks the device broken, with the reason, and every later use raises GpuError.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ..errors import GpuError
+from . import kernels
+from .plan import Limits
+
+log = logging.getLogger("facerun.gpu")
+
+# What a device must offer for facerun's kernels (the WebGPU defaults meet them).
+NEEDS = {
+    "max-storage-buffers-per-shader-stage": 5,
+    "max-compute-invocations-per-workgroup": 256,
+    "max-compute-workgroup-size-x": 256,
+    "max-compute-workgroup-storage-size": 16384,
+}
+# Limits asked of the device at the adapter's own (usually larger) values.
+TAKE_LIMITS = (
+    "max-storage-buffer-binding-size",
+    "max-buffer-size",
+    "max-compute-workgroups-per-dimension",
+    "max-compute-workgroup-storage-size",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x",
+    "max-compute-workgroup-size-y",
+    "max-compute-workgroup-size-z",
+    "max-storage-buffers-per-shader-stage",
+    "max-uniform-buffer-binding-size",
+)
+BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "DX12", "gl": "GL"}
+SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "warp", "microsoft basic render")
+
+_lock = threading.RLock()
+_device: "Device | None" = None
+_failure: tuple[tuple, str] | None = None  # (settings, why) of the last failed attempt
+_broken: str | None = None
+_allow_software: bool | None = None
+_injected: set[str] = set()
+_env_injection_used = False
+_instance_backends: tuple[str, ...] | None = None
+
+
+# ------------------------------------------------------------------------------------------------ switches
+
+
+def allow_software(allow: bool = True) -> None:
+    """Accept software adapters (the CLI's --allow-software); the env var FACERUN_ALLOW_SOFTWARE=1 does the same."""
+    global _allow_software, _failure
+    with _lock:
+        _allow_software = bool(allow)
+        _failure = None
+
+
+def software_allowed() -> bool:
+    if _allow_software is not None:
+        return _allow_software
+    return os.environ.get("FACERUN_ALLOW_SOFTWARE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def switched_off() -> str | None:
+    """Why the GPU is switched off by the environment, or None."""
+    if os.environ.get("FACERUN_GPU", "").strip().lower() in ("0", "off", "no", "false", "cpu"):
+        return "switched off by FACERUN_GPU=off"
+    if os.environ.get("FACERUN_GPU_BACKEND", "").strip().lower() == "off":
+        return "switched off by FACERUN_GPU_BACKEND=off"
+    return None
+
+
+def wanted_backends() -> tuple[str, ...]:
+    """The wgpu backends to enumerate: the one FACERUN_GPU_BACKEND names, else the platform's primary ones (never GL
+    by default: it is slow to probe and noisy on headless machines)."""
+    name = os.environ.get("FACERUN_GPU_BACKEND", "").strip().lower()
+    if name and name != "off":
+        if name not in BACKENDS:
+            raise GpuError(f"FACERUN_GPU_BACKEND={name} is not one of {', '.join(BACKENDS)}, off")
+        return (BACKENDS[name],)
+    if sys.platform == "darwin":
+        return ("Metal",)
+    if sys.platform.startswith("win"):
+        return ("DX12", "Vulkan")
+    return ("Vulkan",)
+
+
+def _settings() -> tuple:
+    return (
+        switched_off(),
+        os.environ.get("FACERUN_GPU_BACKEND", ""),
+        os.environ.get("FACERUN_GPU_ADAPTER", ""),
+        software_allowed(),
+    )
+
+
+# ----------------------------------------------------------------------------------------- failure tracking
+
+
+def broken_reason() -> str | None:
+    """Why the GPU stopped being used (a device error), if it did."""
+    return _broken
+
+
+def mark_broken(why: str) -> None:
+    global _broken
+    with _lock:
+        if _broken is None:
+            _broken = why
+            log.warning("GPU disabled for the rest of this process: %s", why)
+
+
+def clear_broken() -> None:
+    """Forget a failure (tests, after an injected one)."""
+    global _broken
+    with _lock:
+        _broken = None
+
+
+def inject_failure(stage: str | None = "submit") -> None:
+    """Tests: make the next GPU submission (stage "submit") or read-back ("readback") fail like a device error."""
+    if stage not in ("submit", "readback", None):
+        raise ValueError("stage is 'submit' or 'readback'")
+    with _lock:
+        if stage is None:
+            _injected.clear()
+        else:
+            _injected.add(stage)
+
+
+def take_injected(stage: str) -> bool:
+    """Whether an injected failure is due at `stage` (consumed once)."""
+    global _env_injection_used
+    with _lock:
+        if stage in _injected:
+            _injected.discard(stage)
+            return True
+        if not _env_injection_used and os.environ.get("FACERUN_GPU_INJECT_FAILURE", "").strip().lower() == stage:
+            _env_injection_used = True
+            return True
+    return False
+
+
+class _WgpuLogWatch(logging.Handler):
+    """Sees what wgpu reports only through its logger: uncaptured errors (at submit) and a lost device."""
+
+    def __init__(self):
+        super().__init__(level=logging.ERROR)
+        self.count = 0
+        self.last = ""
+
+    def emit(self, record):
+        try:
+            msg = record.getMessage()
+        except Exception:  # a malformed record must not break the caller
+            msg = str(record.msg)
+        first = msg.strip().splitlines()[0] if msg.strip() else "unknown error"
+        self.count += 1
+        self.last = first
+        if "lost" in msg.lower():
+            mark_broken(f"the device was lost: {first}")
+
+
+_watch = _WgpuLogWatch()
+
+
+def errors_seen() -> tuple[int, str]:
+    """(how many errors wgpu logged so far, the last one's first line)."""
+    return _watch.count, _watch.last
+
+
+# ----------------------------------------------------------------------------------------------- adapters
+
+
+@contextmanager
+def _quiet_stderr():
+    """Swallow what native code prints on fd 2 while adapters are probed (Mesa's "XDG_RUNTIME_DIR is invalid" on
+    headless machines), passing on every other line."""
+    try:
+        fd = sys.stderr.fileno()
+    except Exception:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            rest = [line for line in text.splitlines() if "XDG_RUNTIME_DIR" not in line]
+            if rest:
+                sys.stderr.write("\n".join(rest) + "\n")
+
+
+def _enumerate(backends: tuple[str, ...]):
+    """All adapters of `backends` (wgpu objects). The instance is created once per process, for those backends."""
+    global _instance_backends
+    import wgpu
+    from wgpu.backends.wgpu_native import extras
+
+    wlog = logging.getLogger("wgpu")
+    if _watch not in wlog.handlers:
+        wlog.addHandler(_watch)
+    with _quiet_stderr():
+        if _instance_backends is None:
+            try:
+                extras.set_instance_extras(backends=list(backends))
+                _instance_backends = backends
+            except RuntimeError:  # an instance exists already (made elsewhere in this process): filter below
+                _instance_backends = ("All",)
+        adapters = wgpu.gpu.enumerate_adapters_sync()
+    return [a for a in adapters if a.info.get("backend_type") in backends]
+
+
+def _adapter_name(info) -> str:
+    return info.get("device") or info.get("description") or info.get("vendor") or "unknown adapter"
+
+
+def is_software(info) -> bool:
+    name = _adapter_name(info).lower()
+    return info.get("adapter_type") == "CPU" or any(s in name for s in SOFTWARE_NAMES)
+
+
+def limits_problem(limits: dict) -> str | None:
+    """Why an adapter's limits are too small for facerun's kernels, or None."""
+    short = [f"{k.replace('max-', '').replace('-', ' ')} {limits.get(k, 0)} < {need}" for k, need in NEEDS.items() if limits.get(k, 0) < need]
+    return "limits too small: " + ", ".join(short) if short else None
+
+
+def skip_reason(info: dict, limits: dict, allow_soft: bool, wanted: str) -> str | None:
+    """Why facerun would not use an adapter (None: usable)."""
+    name = _adapter_name(info)
+    if wanted and wanted.lower() not in name.lower():
+        return f"FACERUN_GPU_ADAPTER={wanted} does not match"
+    if is_software(info) and not allow_soft:
+        return "software adapter: the CPU path is faster (use --allow-software or FACERUN_ALLOW_SOFTWARE=1)"
+    return limits_problem(limits)
+
+
+_TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4}
+
+
+def _survey(allow_soft: bool | None = None) -> tuple[list[dict], list]:
+    """Every adapter of the wanted backends, described, with the chosen one marked `used`; and the adapter objects."""
+    off = switched_off()
+    backends = wanted_backends()
+    adapters = _enumerate(backends)
+    allow = software_allowed() if allow_soft is None else allow_soft
+    wanted = os.environ.get("FACERUN_GPU_ADAPTER", "").strip()
+    rows = []
+    for a in adapters:
+        info, limits = dict(a.info), dict(a.limits)
+        why = off or skip_reason(info, limits, allow, wanted)
+        rows.append(
+            {
+                "name": _adapter_name(info),
+                "backend": info.get("backend_type", ""),
+                "type": info.get("adapter_type", ""),
+                "vendor": info.get("vendor", ""),
+                "driver": info.get("description", ""),
+                "limits": {k: limits.get(k) for k in TAKE_LIMITS},
+                "used": False,
+                "skipped_because": why,
+            }
+        )
+    usable = [i for i, r in enumerate(rows) if r["skipped_because"] is None]
+    if usable:
+        best = min(usable, key=lambda i: (_TYPE_RANK.get(rows[i]["type"], 3), i))
+        rows[best]["used"] = True
+        for i in usable:
+            if i != best:
+                rows[i]["skipped_because"] = f"another adapter is preferred ({rows[best]['name']})"
+    return rows, adapters
+
+
+def describe_adapters(allow_software: bool | None = None) -> list[dict]:
+    """Every adapter facerun sees (name, backend, type, vendor, driver, key limits), which one it would use and why
+    each other one is skipped. Raises GpuError if the backend cannot even be probed."""
+    try:
+        return _survey(allow_software)[0]
+    except GpuError:
+        raise
+    except Exception as e:  # a broken driver stack must not crash the caller
+        raise GpuError(f"could not list GPU adapters: {e}") from None
+
+
+def adapter_reason(rows: list[dict] | None = None) -> str:
+    """In words, which adapter facerun uses and why, or why none."""
+    off = switched_off()
+    if off:
+        return off
+    if _broken:
+        return f"stopped after a GPU failure: {_broken}"
+    if rows is None:
+        try:
+            rows = describe_adapters()
+        except GpuError as e:
+            return str(e)
+    used = [r for r in rows if r["used"]]
+    if used:
+        r = used[0]
+        return f"using {r['name']} ({r['backend']}, {r['type']})"
+    if not rows:
+        return f"no GPU adapter found for {'/'.join(wanted_backends())}"
+    return "no usable GPU adapter: " + "; ".join(f"{r['name']}: {r['skipped_because']}" for r in rows)
+
+
+# ------------------------------------------------------------------------------------------------- device
+
+
+@dataclass(eq=False)
+class Device:
+    """The wgpu device and what every runner shares: the bind-group layout and compiled pipelines."""
+
+    device: object
+    queue: object
+    name: str
+    backend: str
+    adapter_type: str
+    limits: Limits
+    raw_limits: dict
+    layout: object = None
+    pipeline_layout: object = None
+    dummy: object = None
+    _pipelines: dict = field(default_factory=dict)
+    _plock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.backend})"
+
+    def pipeline(self, kernel: "kernels.Kernel"):
+        """The compute pipeline of a kernel, compiled once."""
+        with self._plock:
+            p = self._pipelines.get(kernel.key)
+            if p is None:
+                module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
+                p = self.device.create_compute_pipeline(
+                    label=kernel.key, layout=self.pipeline_layout, compute={"module": module, "entry_point": kernel.entry}
+                )
+                self._pipelines[kernel.key] = p
+            return p
+
+
+def _make_device(adapter, row: dict) -> Device:
+    import wgpu
+
+    have = dict(adapter.limits)
+    required = {k: have[k] for k in TAKE_LIMITS if k in have}
+    dev = adapter.request_device_sync(label="facerun", required_limits=required)
+    lim = dict(dev.limits)
+    limits = Limits(
+        max_workgroups_per_dim=int(lim["max-compute-workgroups-per-dimension"]),
+        max_binding=int(min(lim["max-storage-buffer-binding-size"], lim["max-buffer-size"])),
+        max_invocations=int(lim["max-compute-invocations-per-workgroup"]),
+        max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
+    )
+    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim)
+    ro = {"type": wgpu.BufferBindingType.read_only_storage}
+    entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.uniform}}]
+    entries += [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": ro} for i in range(1, 5)]
+    entries.append({"binding": 5, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.storage}})
+    d.layout = dev.create_bind_group_layout(label="facerun", entries=entries)
+    d.pipeline_layout = dev.create_pipeline_layout(label="facerun", bind_group_layouts=[d.layout])
+    d.dummy = dev.create_buffer(label="facerun unused binding", size=16, usage=wgpu.BufferUsage.STORAGE)
+    return d
+
+
+def get_device() -> Device:
+    """The device, created on first use; GpuError with the reason when there is none (switched off, no usable adapter,
+    broken by an earlier failure)."""
+    global _device, _failure
+    if _broken:
+        raise GpuError(f"the GPU is not used any more: {_broken}")
+    off = switched_off()
+    if off:
+        raise GpuError(off)
+    if _device is not None:
+        return _device
+    with _lock:
+        if _device is not None:
+            return _device
+        settings = _settings()
+        if _failure is not None and _failure[0] == settings:
+            raise GpuError(_failure[1])
+        try:
+            rows, adapters = _survey()
+            used = [i for i, r in enumerate(rows) if r["used"]]
+            if not used:
+                raise GpuError(adapter_reason(rows))
+            i = used[0]
+            _device = _make_device(adapters[i], rows[i])
+            log.info("GPU: %s", _device.label)
+            return _device
+        except GpuError as e:
+            _failure = (settings, str(e))
+            raise
+        except Exception as e:  # anything the driver stack throws
+            why = f"GPU device creation failed: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            _failure = (settings, why)
+            raise GpuError(why) from None
+
+
+def gpu_available() -> tuple[bool, str]:
+    """(whether facerun can use a GPU, the reason in words). Creates the device on first use."""
+    try:
+        d = get_device()
+    except GpuError as e:
+        return False, str(e)
+    return True, f"using {d.label}"

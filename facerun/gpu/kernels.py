@@ -1,0 +1,180 @@
+"""The WGSL kernels: sources (facerun/shaders/*.wgsl, read with importlib.resources), their specialisation, and the
+packing of each kernel's parameters into its uniform struct.
+
+Every kernel shares one bind-group layout: binding 0 a uniform `Params`, 1-4 read-only storage buffers, 5 the
+read-write output. The `Params` struct of each source is parsed here, so the host packs parameters by field name and
+a field missing on either side is an error at once rather than a silently shifted value.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from string import Template
+
+from .plan import Tile
+
+UNIFORM_SLOT = 256  # bytes per dispatch's parameters (and the uniform offset alignment every device accepts)
+
+
+@lru_cache(maxsize=None)
+def source_text(name: str) -> str:
+    return resources.files("facerun.shaders").joinpath(name).read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------ the kernels
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One compute pipeline: a source file, its specialisation and the entry point."""
+
+    file: str
+    entry: str = "main"
+    subst: tuple[tuple[str, str], ...] = ()
+    epilogue: bool = False  # needs epilogue.wgsl (convolution-like kernels)
+
+    @property
+    def key(self) -> str:
+        spec = ",".join(f"{k}={v}" for k, v in self.subst)
+        return f"{self.file}:{self.entry}" + (f"[{spec}]" if spec else "")
+
+    def code(self) -> str:
+        body = source_text(self.file)
+        if self.subst:
+            body = Template(body).substitute(dict(self.subst))
+        parts = [source_text("common.wgsl")]
+        if self.epilogue:
+            parts.append(source_text("epilogue.wgsl"))
+        parts.append(body)
+        return "\n".join(parts)
+
+    def params(self) -> "ParamLayout":
+        return _layout_of(self)
+
+
+@lru_cache(maxsize=None)
+def _layout_of(kernel: Kernel) -> "ParamLayout":
+    return param_layout(kernel.code())
+
+
+def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
+    subst = dict(BM=tile.bm, BN=tile.bn, BK=tile.bk, TM=tile.tm, TN=tile.tn, POINTWISE=str(pointwise).lower(), PARTIAL=str(partial).lower())
+    return Kernel("conv_tiled.wgsl", "main", tuple((k, str(v)) for k, v in subst.items()), epilogue=True)
+
+
+DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True)
+SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True)
+
+
+def gemv(rows: int, vec4: bool) -> Kernel:
+    subst = dict(ROWS=str(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b")
+    return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True)
+
+
+UNARY = Kernel("unary.wgsl")
+BINARY = Kernel("binary.wgsl")
+COPY = Kernel("copy.wgsl")
+POOL = Kernel("pool.wgsl")
+GLOBAL_AVG = Kernel("gavg.wgsl")
+RESIZE = Kernel("resize.wgsl")
+SOFTMAX = Kernel("softmax.wgsl")
+MATMUL = Kernel("matmul.wgsl")
+
+ACT_CODES = {None: 0, "relu": 1, "sigmoid": 2, "clip": 3, "leaky": 4, "prelu": 5}
+
+
+# ------------------------------------------------------------------------------------------ parameter packing
+
+_SCALARS = {"u32": "I", "f32": "f", "i32": "i"}
+_FIELD = re.compile(r"^\s*(\w+)\s*:\s*([^,]+?)\s*,?\s*(//.*)?$")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    fmt: str  # struct format of one scalar
+    count: int  # scalars (1, or 4 per vec4)
+    offset: int  # bytes
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    fields: tuple[Field, ...]
+    size: int
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def pack(self, **values) -> bytes:
+        """The uniform bytes for `values` (every field by name; vec4 arrays as flat lists)."""
+        missing = [f.name for f in self.fields if f.name not in values]
+        extra = sorted(set(values) - set(self.names))
+        if missing or extra:
+            raise KeyError(f"kernel parameters: missing {missing}, unknown {extra}")
+        buf = bytearray(self.size)
+        for f in self.fields:
+            v = values[f.name]
+            items = list(v) if f.count > 1 else [v]
+            if len(items) != f.count:
+                raise ValueError(f"parameter {f.name} takes {f.count} values, got {len(items)}")
+            if f.fmt == "I" and any(not 0 <= int(i) < (1 << 32) for i in items):
+                raise OverflowError(f"parameter {f.name}={items} does not fit a u32")
+            conv = float if f.fmt == "f" else int
+            struct.pack_into(f"<{f.count}{f.fmt}", buf, f.offset, *(conv(i) for i in items))
+        return bytes(buf)
+
+
+def param_layout(code: str) -> ParamLayout:
+    """Parse `struct Params { ... }` of a WGSL module into byte offsets (WGSL's uniform layout rules for the types
+    the kernels use: 4-byte scalars, vec4<u32>, array<vec4<u32>, N>)."""
+    m = re.search(r"struct\s+Params\s*\{(.*?)\n\}", code, re.S)
+    if m is None:
+        raise ValueError("kernel source has no Params struct")
+    fields, offset, align = [], 0, 4
+    for line in m.group(1).splitlines():
+        line = line.strip()
+        if not line or line.startswith("//"):
+            continue
+        fm = _FIELD.match(line)
+        if fm is None:
+            raise ValueError(f"cannot parse Params field: {line}")
+        name, ty = fm.group(1), fm.group(2).replace(" ", "")
+        if ty in _SCALARS:
+            fmt, count, size, a = _SCALARS[ty], 1, 4, 4
+        else:
+            vm = re.fullmatch(r"vec4<(u32|f32|i32)>", ty)
+            am = re.fullmatch(r"array<vec4<(u32|f32|i32)>,(\d+)>", ty)
+            if vm:
+                fmt, count, size, a = _SCALARS[vm.group(1)], 4, 16, 16
+            elif am:
+                n = int(am.group(2))
+                fmt, count, size, a = _SCALARS[am.group(1)], 4 * n, 16 * n, 16
+            else:
+                raise ValueError(f"unsupported Params field type {ty}")
+        offset = -(-offset // a) * a
+        fields.append(Field(name, fmt, count, offset))
+        offset += size
+        align = max(align, a)
+    size = -(-offset // 16) * 16  # uniform structs are padded to 16
+    if size > UNIFORM_SLOT:
+        raise ValueError(f"Params of {size} bytes exceed the {UNIFORM_SLOT}-byte slot")
+    return ParamLayout(tuple(fields), size)
+
+
+def act_params(act, channels: int, slope_at: int) -> dict:
+    """The activation fields of a kernel's Params (the slope array itself goes into its coefficient buffer)."""
+    kind = None if act is None else act.kind
+    if kind not in ACT_CODES:
+        raise ValueError(f"unknown activation {kind}")
+    return dict(
+        act=ACT_CODES[kind],
+        lo=float(act.lo) if act is not None else 0.0,
+        hi=float(act.hi) if act is not None else 0.0,
+        alpha=float(act.alpha) if act is not None else 0.0,
+        slope_at=slope_at if kind == "prelu" else 0,
+    )

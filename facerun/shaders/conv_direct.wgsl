@@ -1,0 +1,92 @@
+// Convolutions with few output channels per group (depthwise ones, 1-4 channel heads): one thread per output value,
+// looping over its window. Also `reduce`, the second pass of a split-K tiled convolution: it adds the K slices'
+// partial sums in slice order (deterministic) and applies the epilogue.
+
+struct Params {
+    has_bias: u32,
+    has_res: u32,
+    act: u32,
+    lo: f32,
+    hi: f32,
+    alpha: f32,
+    slope_at: u32,
+    total: u32,  // output values
+    row: u32,
+    m: u32,  // output channels per group
+    cin: u32,
+    cg: u32,
+    cout: u32,
+    h: u32,
+    w: u32,
+    oh: u32,
+    ow: u32,
+    kh: u32,
+    kw: u32,
+    sh: u32,
+    sw: u32,
+    dh: u32,
+    dw: u32,
+    pt: u32,
+    pl: u32,
+    splits: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;  // the input; for `reduce`, the partial sums
+@group(0) @binding(2) var<storage, read> wt: array<f32>;  // OIHW, as the model has it
+@group(0) @binding(3) var<storage, read> epi: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(256)
+fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = flat_index(wid, lid, p.row);
+    if (i >= p.total) {
+        return;
+    }
+    let ox = i % p.ow;
+    var t = i / p.ow;
+    let oy = t % p.oh;
+    t = t / p.oh;
+    let co = t % p.cout;
+    let b = t / p.cout;
+    let g = co / p.m;
+    let hw = p.h * p.w;
+    let iy0 = i32(oy * p.sh) - i32(p.pt);
+    let ix0 = i32(ox * p.sw) - i32(p.pl);
+    var acc = 0.0;
+    var wi = co * p.cg * p.kh * p.kw;
+    var xi = (b * p.cin + g * p.cg) * hw;
+    for (var ci = 0u; ci < p.cg; ci++) {
+        for (var ky = 0u; ky < p.kh; ky++) {
+            let iy = iy0 + i32(ky * p.dh);
+            if (iy < 0 || iy >= i32(p.h)) {
+                continue;
+            }
+            let xrow = xi + u32(iy) * p.w;
+            for (var kx = 0u; kx < p.kw; kx++) {
+                let ix = ix0 + i32(kx * p.dw);
+                if (ix >= 0 && ix < i32(p.w)) {
+                    acc = fma(x[xrow + u32(ix)], wt[wi + ky * p.kw + kx], acc);
+                }
+            }
+        }
+        wi += p.kh * p.kw;
+        xi += hw;
+    }
+    out[i] = finish(acc, co, i);
+}
+
+@compute @workgroup_size(256)
+fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = flat_index(wid, lid, p.row);
+    if (i >= p.total) {
+        return;
+    }
+    var v = 0.0;
+    for (var s = 0u; s < p.splits; s++) {
+        v += x[s * p.total + i];
+    }
+    let co = (i / (p.oh * p.ow)) % p.cout;
+    out[i] = finish(v, co, i);
+}

@@ -1,0 +1,75 @@
+// A fully connected layer with few rows: out (M, N) = act(x (M, K) @ W (N, K)^T + bias). Each workgroup makes one
+// output feature for ROWS rows at once, so W (the large operand: 25088 x 512 in an IResNet head) is streamed from
+// memory once per ROWS rows; its threads stride over K (vec4 loads when K % 4 == 0) and add up in shared memory, in
+// a fixed order. The host fills in ROWS and the element type.
+
+const ROWS: u32 = ${ROWS}u;
+const THREADS: u32 = 128u;
+alias Elem = ${ELEM};
+
+fn dot_elem(a: Elem, b: Elem) -> f32 {
+    return ${DOT};
+}
+
+struct Params {
+    has_bias: u32,
+    has_res: u32,
+    act: u32,
+    lo: f32,
+    hi: f32,
+    alpha: f32,
+    slope_at: u32,
+    m: u32,
+    n: u32,
+    kl: u32,  // K in elements of Elem
+    count: u32,  // workgroups in all: n * ceil(m / ROWS)
+    row: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<Elem>;
+@group(0) @binding(2) var<storage, read> wt: array<Elem>;
+@group(0) @binding(3) var<storage, read> epi: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+var<workgroup> sums: array<f32, ROWS * THREADS>;
+
+@compute @workgroup_size(THREADS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let lin = wid.y * p.row + wid.x;
+    if (lin >= p.count) {
+        return;
+    }
+    let feature = lin % p.n;
+    let m0 = (lin / p.n) * ROWS;
+    var acc: array<f32, ROWS>;
+    let wrow = feature * p.kl;
+    for (var k = lid; k < p.kl; k += THREADS) {
+        let wv = wt[wrow + k];
+        for (var r = 0u; r < ROWS; r++) {
+            // rows past M repeat the last one (cached) and are never stored
+            let m = min(m0 + r, p.m - 1u);
+            acc[r] += dot_elem(x[m * p.kl + k], wv);
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        sums[r * THREADS + lid] = acc[r];
+    }
+    workgroupBarrier();
+    for (var s = THREADS / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            for (var r = 0u; r < ROWS; r++) {
+                sums[r * THREADS + lid] += sums[r * THREADS + lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid < ROWS) {
+        let m = m0 + lid;
+        if (m < p.m) {
+            let at = m * p.n + feature;
+            out[at] = finish(sums[lid * THREADS], feature, at);
+        }
+    }
+}

@@ -1,0 +1,236 @@
+"""YuNet pre- and post-processing, done the way OpenCV's cv2.FaceDetectorYN does it.
+
+Reference: OpenCV `modules/objdetect/src/face_detect.cpp` (FaceDetectorYNImpl) and `modules/dnn/src/nms.cpp`.
+Faces travel as rows of 15 float32 numbers, OpenCV's layout:
+    x, y, w, h (box top-left and size), 5 landmarks (x, y) in YuNet's order (right eye, left eye, nose tip,
+    right mouth corner, left mouth corner; "right" is the subject's right), score.
+
+Two generations of the model exist and are told apart by their output names:
+- 2023mar (YuNet v2, anchor-free): cls_8/16/32, obj_*, bbox_*, kps_*;
+- 2022mar (YuNet v1, prior boxes): loc, conf, iou.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from .errors import ModelError
+
+PAD_DIVISOR = 32  # OpenCV pads the image bottom/right to a multiple of this before the forward pass
+STRIDES = (8, 16, 32)
+
+GENERATION_2023 = "2023mar"
+GENERATION_2022 = "2022mar"
+OUTPUTS_2023 = tuple(f"{kind}_{stride}" for kind in ("cls", "obj", "bbox", "kps") for stride in STRIDES)
+OUTPUTS_2022 = ("loc", "conf", "iou")
+
+# 2022mar prior boxes (libfacedetection.train tasks/task1/config.py): anchor sizes per level, level strides, variances
+PRIOR_MIN_SIZES = ((10, 16, 24), (32, 48), (64, 96), (128, 192, 256))
+PRIOR_STEPS = (8, 16, 32, 64)
+PRIOR_VARIANCE = (0.1, 0.2)
+
+ROW_WIDTH = 15
+SCORE_COLUMN = 14
+
+
+def model_generation(output_names) -> str:
+    """Which YuNet decoder fits a graph with these outputs; ModelError if it is not a YuNet graph."""
+    names = set(output_names)
+    if set(OUTPUTS_2023) <= names:
+        return GENERATION_2023
+    if set(OUTPUTS_2022) <= names:
+        return GENERATION_2022
+    raise ModelError(
+        "not a YuNet face detector: expected outputs cls_8..kps_32 (2023mar) or loc/conf/iou (2022mar), "
+        f"found {', '.join(output_names) or 'none'}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- pre-processing
+
+
+def padded_size(height: int, width: int) -> tuple[int, int]:
+    """The input size the network sees: each side rounded up to a multiple of 32 (OpenCV's padWithDivisor)."""
+    return (-(-height // PAD_DIVISOR) * PAD_DIVISOR, -(-width // PAD_DIVISOR) * PAD_DIVISOR)
+
+
+def make_blob(rgb: np.ndarray) -> np.ndarray:
+    """HxWx3 uint8 RGB -> 1x3xHpxWp float32 BGR, raw 0..255, zero-padded at the bottom and right.
+
+    That is `dnn::blobFromImage(copyMakeBorder(bgr, 0, bottom, 0, right, BORDER_CONSTANT, 0))` with its default
+    arguments: no mean, no scale, no channel swap (the image is already BGR on OpenCV's side).
+    """
+    height, width = rgb.shape[:2]
+    pad_h, pad_w = padded_size(height, width)
+    blob = np.zeros((1, 3, pad_h, pad_w), dtype=np.float32)
+    blob[0, :, :height, :width] = rgb[:, :, ::-1].transpose(2, 0, 1)
+    return blob
+
+
+def fit_max_side(rgb: np.ndarray, max_side: int) -> tuple[np.ndarray, float, float]:
+    """Shrink `rgb` so its longer side is at most `max_side` (0: never). Returns (image, scale_x, scale_y).
+
+    Pillow's bilinear filter widens its support when it shrinks, so it averages like an area filter (no aliasing).
+    The scales are per axis (new/old) because rounding the new size makes them differ slightly.
+    """
+    height, width = rgb.shape[:2]
+    if not max_side or max(height, width) <= max_side:
+        return rgb, 1.0, 1.0
+    factor = max_side / max(height, width)
+    new_w, new_h = max(1, round(width * factor)), max(1, round(height * factor))
+    resized = Image.fromarray(rgb).resize((new_w, new_h), Image.Resampling.BILINEAR)
+    return np.asarray(resized), new_w / width, new_h / height
+
+
+# --------------------------------------------------------------------------------------------------- decoding
+
+
+def decode_2023(outputs: dict, pad_h: int, pad_w: int, score_threshold: float) -> np.ndarray:
+    """Anchor-free decoding of the 2023mar heads; keeps rows with score >= threshold, in OpenCV's order.
+
+    OpenCV's order is stride 8, 16, 32, and within a stride row-major over the feature map; NMS breaks score ties by
+    this order, so it matters for exact parity.
+    """
+    rows = []
+    for stride in STRIDES:
+        cols_n, rows_n = pad_w // stride, pad_h // stride
+        count = cols_n * rows_n
+        cls = _head(outputs, f"cls_{stride}", count, 1)[:, 0]
+        obj = _head(outputs, f"obj_{stride}", count, 1)[:, 0]
+        score = np.sqrt(np.clip(cls, 0, 1) * np.clip(obj, 0, 1))
+        keep = np.flatnonzero(score >= np.float32(score_threshold))
+        if keep.size == 0:
+            continue
+        bbox = _head(outputs, f"bbox_{stride}", count, 4)[keep]
+        kps = _head(outputs, f"kps_{stride}", count, 10)[keep]
+        c = (keep % cols_n).astype(np.float32)[:, None]
+        r = (keep // cols_n).astype(np.float32)[:, None]
+        s = np.float32(stride)
+        cx = (c[:, 0] + bbox[:, 0]) * s
+        cy = (r[:, 0] + bbox[:, 1]) * s
+        w = np.exp(bbox[:, 2]) * s
+        h = np.exp(bbox[:, 3]) * s
+        face = np.empty((keep.size, ROW_WIDTH), dtype=np.float32)
+        face[:, 0] = cx - w / np.float32(2)
+        face[:, 1] = cy - h / np.float32(2)
+        face[:, 2] = w
+        face[:, 3] = h
+        face[:, 4:14:2] = (kps[:, 0::2] + c) * s
+        face[:, 5:14:2] = (kps[:, 1::2] + r) * s
+        face[:, SCORE_COLUMN] = score[keep]
+        rows.append(face)
+    return np.concatenate(rows) if rows else np.zeros((0, ROW_WIDTH), dtype=np.float32)
+
+
+def prior_boxes_2022(pad_h: int, pad_w: int) -> np.ndarray:
+    """The 2022mar anchors in pixels as (cx, cy, size), in the network's output order (level, row, col, anchor).
+
+    The feature-map sizes follow the network's own rounding (stride-2 conv, then 2x2 max-pools), as
+    libfacedetection.train's PriorBox and OpenCV 4.5's generatePriors compute them.
+    """
+    fh, fw = (pad_h + 1) // 2 // 2, (pad_w + 1) // 2 // 2
+    levels = []
+    for sizes, step in zip(PRIOR_MIN_SIZES, PRIOR_STEPS):
+        fh, fw = fh // 2, fw // 2
+        rr, cc, ss = np.meshgrid(np.arange(fh), np.arange(fw), np.asarray(sizes), indexing="ij")
+        levels.append(np.stack([(cc.ravel() + 0.5) * step, (rr.ravel() + 0.5) * step, ss.ravel()], axis=1))
+    return np.concatenate(levels).astype(np.float32)
+
+
+def decode_2022(outputs: dict, pad_h: int, pad_w: int, score_threshold: float) -> np.ndarray:
+    """Prior-box decoding of the 2022mar heads (SSD style); keeps rows with score >= threshold.
+
+    Width and height use variance 0.2, as the model was trained (libfacedetection.train `encode`/`decode`).
+    OpenCV 4.5.x decoded the width with 0.1 instead, so its 2022mar boxes are a little narrower than these.
+    """
+    priors = prior_boxes_2022(pad_h, pad_w)
+    count = priors.shape[0]
+    loc = _head(outputs, "loc", count, 14)
+    conf = _head(outputs, "conf", count, 2)
+    iou = _head(outputs, "iou", count, 1)[:, 0]
+    score = np.sqrt(conf[:, 1] * np.clip(iou, 0, 1))
+    keep = np.flatnonzero(score >= np.float32(score_threshold))
+    loc, pr = loc[keep], priors[keep]
+    centre, size = pr[:, 0:2], pr[:, 2:3]
+    v_centre, v_size = np.float32(PRIOR_VARIANCE[0]), np.float32(PRIOR_VARIANCE[1])
+    xy = centre + loc[:, 0:2] * v_centre * size
+    wh = size * np.exp(loc[:, 2:4] * v_size)
+    face = np.empty((keep.size, ROW_WIDTH), dtype=np.float32)
+    face[:, 0:2] = xy - wh / np.float32(2)
+    face[:, 2:4] = wh
+    for n in range(5):
+        face[:, 4 + 2 * n : 6 + 2 * n] = centre + loc[:, 4 + 2 * n : 6 + 2 * n] * v_centre * size
+    face[:, SCORE_COLUMN] = score[keep]
+    return face
+
+
+def _head(outputs: dict, name: str, count: int, width: int) -> np.ndarray:
+    array = np.asarray(outputs[name], dtype=np.float32)
+    if array.size != count * width:
+        raise ModelError(f"YuNet output '{name}' has shape {list(array.shape)}; expected {count}x{width} values")
+    return array.reshape(count, width)
+
+
+# ------------------------------------------------------------------------------------------------------- NMS
+
+
+def nms_boxes(boxes: np.ndarray, scores: np.ndarray, score_threshold: float, nms_threshold: float,
+              top_k: int = 0) -> np.ndarray:
+    """Indices kept by greedy NMS, exactly as `cv2.dnn.NMSBoxes` (the integer-Rect overload) picks them.
+
+    - candidates: score strictly above `score_threshold`, sorted by score descending (stable: ties keep input
+      order), cut to `top_k` when top_k > 0;
+    - boxes (x, y, w, h) are truncated toward zero to int, as `Rect2i(int(x), ...)` in face_detect.cpp does;
+    - overlap = |A∩B| / (|A|+|B|-|A∩B|) on those integer rectangles, with no +1 on widths (right/bottom edges are
+      exclusive); a candidate is kept while its overlap with every kept box is <= nms_threshold.
+    The overlap is rounded as OpenCV rounds it (double IoU, then 1.f - float(1 - IoU)) so ties at the threshold
+    go the same way.
+    """
+    scores = np.asarray(scores, dtype=np.float32)
+    order = np.flatnonzero(scores > np.float32(score_threshold))
+    order = order[np.argsort(-scores[order], kind="stable")]
+    if top_k > 0:
+        order = order[:top_k]
+    if order.size == 0:
+        return order
+
+    rect = np.trunc(np.asarray(boxes, dtype=np.float32)[order, :4]).astype(np.int64)
+    x1, y1, w, h = rect.T
+    x2, y2 = x1 + w, y1 + h
+    area = w * h
+    empty = (w <= 0) | (h <= 0)
+    limit = np.float32(nms_threshold)
+
+    suppressed = np.zeros(order.size, dtype=bool)
+    kept = []
+    for i in range(order.size):
+        if suppressed[i]:
+            continue
+        kept.append(i)
+        rest = slice(i + 1, None)
+        iw = np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest])
+        ih = np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest])
+        inter = np.where((iw > 0) & (ih > 0) & ~empty[i] & ~empty[rest], iw * ih, 0).astype(np.float64)
+        total = (area[i] + area[rest]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            distance = np.where(total <= 0, 0.0, 1.0 - inter / (total - inter))
+        overlap = np.float32(1) - distance.astype(np.float32)
+        suppressed[rest] |= overlap > limit
+    return order[np.asarray(kept)]
+
+
+def suppress(faces: np.ndarray, score_threshold: float, nms_threshold: float, top_k: int) -> np.ndarray:
+    """OpenCV's last step: NMS when there are two or more rows; a single row is returned as it is."""
+    if faces.shape[0] <= 1:
+        return faces
+    keep = nms_boxes(faces[:, :4], faces[:, SCORE_COLUMN], score_threshold, nms_threshold, top_k)
+    return faces[keep]
+
+
+def decode(generation: str, outputs: dict, pad_h: int, pad_w: int, score_threshold: float,
+           nms_threshold: float, top_k: int) -> np.ndarray:
+    """Network outputs -> final face rows (N x 15, float32) in padded-input pixel coordinates."""
+    decoder = decode_2023 if generation == GENERATION_2023 else decode_2022
+    faces = decoder(outputs, pad_h, pad_w, score_threshold)
+    return suppress(faces, score_threshold, nms_threshold, top_k)
