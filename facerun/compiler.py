@@ -93,6 +93,11 @@ class Compiler:
         self.producer[vid] = step
         return vid
 
+    def _order(self, vid: int) -> int:
+        """Index of the step that makes vid's storage (-1 for inputs and constants)."""
+        step = self.producer.get(self.values[vid].base)
+        return -1 if step is None else self.steps.index(step)
+
     def _view(self, name, src: int, shape) -> int:
         if prod(shape) != self.values[src].size:
             raise InputError(f"cannot view {list(self._shape(src))} as {list(shape)}")
@@ -388,7 +393,9 @@ class Compiler:
             for conv_side, other in ((a, b), (b, a)):
                 if isinstance(conv_side, _Act) and isinstance(other, _Act):
                     conv = self._fusable(conv_side.vid, (P.Conv,))
-                    if conv is not None and conv.residual is None and self._shape(other.vid) == shape == self._shape(conv_side.vid):
+                    # the other operand must exist when the convolution runs: made by an earlier step (or an input)
+                    made_before = conv is not None and self._order(other.vid) < self._order(conv_side.vid)
+                    if made_before and conv.residual is None and self._shape(other.vid) == shape == self._shape(conv_side.vid):
                         conv.residual = other.vid
                         self.values[conv_side.vid].name = node.outputs[0]
                         self.folded.append(f"Add '{node.name}' fused into Conv '{conv.node}' as a residual")

@@ -6,8 +6,6 @@ convolutions skip the copy, depthwise convolutions add up their kernel taps over
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -15,10 +13,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import program as P
 
-# numpy's ufuncs release the GIL: blocks of elementwise work can run on several cores.
-_POOL = ThreadPoolExecutor(min(4, os.cpu_count() or 1)) if (os.cpu_count() or 1) > 1 else None
-# Bytes of output one block of a depthwise convolution covers (fits in L2 with its inputs).
-_BLOCK_BYTES = 128 << 10
+# Depthwise maps up to this many pixels use the im2col + batched matmul form.
+_SMALL_PLANE = 4096
 # Past this many bytes of im2col columns, a convolution runs one batch item at a time to bound memory.
 _COLUMN_BYTES = 256 << 20
 
@@ -71,39 +67,23 @@ def _taps(x: np.ndarray, k, s, d, out_hw):
 
 
 def _depthwise(xp: np.ndarray, w: np.ndarray, s, d, out_shape) -> np.ndarray:
-    """Depthwise convolution as a sum of kernel taps, in blocks of output rows small enough to stay in cache (the
-    whole-tensor version is bound by memory traffic), the blocks spread over the CPU's cores."""
+    """Depthwise convolution. Small maps: the windows copied once and multiplied per channel by a batched matmul;
+    large maps: a sum of kernel taps over whole tensors (the window copy would cost more than it saves)."""
     n, c, oh, ow = out_shape
     kh, kw = w.shape[2:]
+    if oh * ow <= _SMALL_PLANE:
+        cols = _windows(xp, (kh, kw), s, d, (oh, ow)).reshape(n, c, kh * kw, oh * ow)
+        return np.matmul(w.reshape(1, c, 1, kh * kw), cols).reshape(out_shape)
     out = np.empty(out_shape, np.float32)
-    taps = [(ky, kx, w[:, 0, ky, kx].reshape(1, -1, 1, 1)) for ky in range(kh) for kx in range(kw)]
-    rows = max(1, _BLOCK_BYTES // (n * c * ow * 4))
-
-    def block(r0: int):
-        r1 = min(oh, r0 + rows)
-        o = out[:, :, r0:r1]
-        tmp = np.empty_like(o)
-        for i, (ky, kx, wk) in enumerate(taps):
-            y0, x0 = ky * d[0] + r0 * s[0], kx * d[1]
-            tap = xp[:, :, y0 : y0 + s[0] * (r1 - r0 - 1) + 1 : s[0], x0 : x0 + s[1] * (ow - 1) + 1 : s[1]]
-            if i == 0:
-                np.multiply(tap, wk, out=o)
-            else:
-                np.multiply(tap, wk, out=tmp)
-                o += tmp
-
-    _parallel(block, range(0, oh, rows))
+    tmp = np.empty(out_shape, np.float32)
+    for i, (ky, kx, tap) in enumerate(_taps(xp, (kh, kw), s, d, (oh, ow))):
+        wk = w[:, 0, ky, kx].reshape(1, -1, 1, 1)
+        if i == 0:
+            np.multiply(tap, wk, out=out)
+        else:
+            np.multiply(tap, wk, out=tmp)
+            out += tmp
     return out
-
-
-def _parallel(fn, items):
-    items = list(items)
-    if len(items) < 2 or _POOL is None:
-        for i in items:
-            fn(i)
-        return
-    for f in [_POOL.submit(fn, i) for i in items]:
-        f.result()
 
 
 def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:

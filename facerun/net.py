@@ -172,6 +172,16 @@ class Net:
         outs = [self.run(f, device="cpu") for f in single]
         return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
 
+    def run_per_conv(self, x) -> Outputs:
+        """The comparison mode: each convolution uploaded, run and read back alone on the GPU, the rest on the CPU."""
+        if self.gpu is None:
+            from .errors import GpuError
+
+            raise GpuError(f"{self.label} has no GPU path: {self.gpu_reason}")
+        feeds = self._inputs(x)
+        prog = self.program(feeds[self.input_name].shape)
+        return Outputs(cpu.run_program(prog, feeds, conv=self.gpu.conv_hook(prog)))
+
     def run_cpu(self, x, on_step=None) -> Outputs:
         feeds = self._inputs(x)
         prog = self.program(feeds[self.input_name].shape)

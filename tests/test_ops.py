@@ -259,3 +259,21 @@ def test_bn_and_activation_fold_into_conv(tmp_path):
     # conv+BN+PReLU is one step; the add after the activation cannot join (act(conv)+x != act(conv+x))
     assert [s.op for s in steps] == ["Conv", "Binary"]
     assert steps[0].act is not None and steps[0].act.kind == "prelu"
+
+
+def test_residual_joins_the_convolution_that_runs_last(tmp_path):
+    """conv_a, conv_b, Add(conv_a, conv_b): the add can only join conv_b, which runs after conv_a exists."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [
+        helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "wb"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["y0"]),
+    ]
+    g = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 6])],
+                          [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(r(4, 3, 3, 3), "wa"), numpy_helper.from_array(r(4, 3, 1, 1), "wb")])
+    net = check(tmp_path, helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), r(1, 3, 5, 6))
+    prog = net.program((1, 3, 5, 6))
+    assert [s.op for s in prog.steps] == ["Conv", "Conv"]
+    assert prog.steps[1].residual == prog.steps[0].out
