@@ -17,6 +17,9 @@ COMMANDS = {
     "models": "models",
     "detect": "detect",
     "evaluate": "evaluate",
+    "embed": "embed",
+    "compare": "compare",
+    "adapter": "adapter",
 }
 
 

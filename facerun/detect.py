@@ -105,10 +105,4 @@ def _resolve_model(model) -> Path:
 def _load_net(path: Path, device: str):
     import facerun
 
-    try:
-        return facerun.load(str(path), device=device)
-    except ModuleNotFoundError as e:
-        # the GPU path is an optional part of facerun; where it is absent, "auto" simply means the CPU
-        if device == "auto" and (e.name or "").startswith("facerun."):
-            return facerun.load(str(path), device="cpu")
-        raise
+    return facerun.load(str(path), device=device)

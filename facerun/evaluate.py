@@ -97,9 +97,10 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every box in `a` (N x 4, x y w h) with every box in `b` (M x 4): N x M, continuous coordinates."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    iw = np.minimum(a[:, None, 0] + a[:, None, 2], b[None, :, 0] + b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    ih = np.minimum(a[:, None, 1] + a[:, None, 3], b[None, :, 1] + b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
+    a_lo, a_hi = a[:, None, :2], a[:, None, :2] + a[:, None, 2:]
+    b_lo, b_hi = b[None, :, :2], b[None, :, :2] + b[None, :, 2:]
+    side = np.clip(np.minimum(a_hi, b_hi) - np.maximum(a_lo, b_lo), 0, None)  # overlap width and height
+    inter = side[..., 0] * side[..., 1]
     union = (a[:, 2] * a[:, 3])[:, None] + (b[:, 2] * b[:, 3])[None, :] - inter
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(union > 0, inter / union, 0.0)

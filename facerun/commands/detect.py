@@ -128,7 +128,7 @@ def _table(result: dict):
     table = Table(title=Text(title), title_justify="left")
     for name in ("#", "score", "x", "y", "w", "h"):
         table.add_column(name, justify="right")
-    table.add_column("landmarks: right eye, left eye, nose, mouth right, mouth left")
+    table.add_column("landmarks: eye R, eye L, nose, mouth R, mouth L")
     for i, face in enumerate(faces, 1):
         marks = "  ".join(f"({x:.0f},{y:.0f})" for x, y in face["landmarks"])
         table.add_row(str(i), f"{face['score']:.3f}", *(f"{v:.1f}" for v in face["box"]), marks)
