@@ -20,6 +20,7 @@ COMMANDS = {
     "embed": "embed",
     "compare": "compare",
     "adapter": "adapter",
+    "bench": "bench",
 }
 
 

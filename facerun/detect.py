@@ -98,8 +98,10 @@ def _checked_rgb(image) -> np.ndarray:
 
 def _resolve_model(model) -> Path:
     from . import models
+    from .net import resolve_model_path
 
-    return models.default_detector() if model is None else models.resolve(model)
+    # a path, a built-in replica (yunet-arch) or a known model's name
+    return models.default_detector() if model is None else resolve_model_path(model)[0]
 
 
 def _load_net(path: Path, device: str):

@@ -17,7 +17,33 @@ def available() -> bool:
     return True
 
 
-def session(path: Path, extra_outputs: list[str] | None = None, threads: int | None = None):
+def webgpu_available() -> str | None:
+    """None when onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin) can be used, else why not."""
+    try:
+        import onnxruntime as ort
+        import onnxruntime_ep_webgpu as plugin
+    except ImportError:
+        return "onnxruntime-ep-webgpu is not installed"
+    try:
+        _register_webgpu(ort, plugin)
+        if not any(d.ep_name == plugin.get_ep_name() for d in ort.get_ep_devices()):
+            return "onnxruntime's WebGPU provider found no adapter"
+    except Exception as e:
+        return f"onnxruntime's WebGPU provider failed: {str(e).strip().splitlines()[-1][:200]}"
+    return None
+
+
+_WEBGPU_REGISTERED = False
+
+
+def _register_webgpu(ort, plugin):
+    global _WEBGPU_REGISTERED
+    if not _WEBGPU_REGISTERED:
+        ort.register_execution_provider_library("webgpu", plugin.get_library_path())
+        _WEBGPU_REGISTERED = True
+
+
+def session(path: Path, extra_outputs: list[str] | None = None, threads: int | None = None, provider: str = "cpu"):
     """An onnxruntime CPU session for `path` with the input's spatial and batch sizes made free (YuNet's file
     declares 640x640 but runs at any multiple of 32), optionally exposing intermediate tensors as outputs."""
     try:
@@ -48,6 +74,15 @@ def session(path: Path, extra_outputs: list[str] | None = None, threads: int | N
     opts.log_severity_level = 3
     if threads:
         opts.intra_op_num_threads = threads
+    if provider == "webgpu":
+        why = webgpu_available()
+        if why:
+            raise FacerunError(why)
+        import onnxruntime_ep_webgpu as plugin
+
+        device = next(d for d in ort.get_ep_devices() if d.ep_name == plugin.get_ep_name())
+        opts.add_provider_for_devices([device], {})
+        return ort.InferenceSession(model.SerializeToString(), sess_options=opts)
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 

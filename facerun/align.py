@@ -1,0 +1,183 @@
+"""Face alignment: map a detector's five landmarks onto the ArcFace template and warp the face into a square crop.
+
+The embedders (SFace, AuraFace, MobileFaceNet) were trained on faces placed this way, so an embedding is only as good
+as the crop. The result matches OpenCV's `FaceRecognizerSF.alignCrop` (same template, same least-squares
+similarity, bilinear sampling with a black border).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InputError
+
+# Where the five landmarks sit in a 112x112 ArcFace crop, in YuNet's order: right eye, left eye, nose tip, right and
+# left mouth corner (as seen from the subject). Used by InsightFace and OpenCV alike.
+ARCFACE_TEMPLATE = np.array(
+    [
+        [38.2946, 51.6963],
+        [73.5318, 51.5014],
+        [56.0252, 71.7366],
+        [41.5493, 92.3655],
+        [70.7299, 92.2041],
+    ],
+    dtype=np.float64,
+)
+TEMPLATE_SIZE = 112
+
+
+def _size_pair(size) -> tuple[int, int]:
+    """112 or (w, h) -> (w, h), checked."""
+    if isinstance(size, (int, np.integer)):
+        w = h = int(size)
+    else:
+        w, h = (int(v) for v in size)
+    if w <= 0 or h <= 0:
+        raise InputError(f"crop size must be positive, got {w}x{h}")
+    return w, h
+
+
+def template(size=TEMPLATE_SIZE) -> np.ndarray:
+    """The five-point template for a crop of `size` (an int or (w, h)), as a 5x2 float64 array.
+
+    The 112 template is scaled uniformly by min(w, h) / 112 and centred, so the face keeps its proportions in a
+    non-square crop."""
+    w, h = _size_pair(size)
+    scale = min(w, h) / TEMPLATE_SIZE
+    offset = np.array([(w - TEMPLATE_SIZE * scale) / 2, (h - TEMPLATE_SIZE * scale) / 2])
+    return ARCFACE_TEMPLATE * scale + offset
+
+
+def similarity_transform(src, dst) -> np.ndarray:
+    """The 2x3 similarity (rotation, uniform scale, translation; no reflection) that best maps the points `src`
+    onto `dst` in the least-squares sense (Umeyama 1991).
+
+    When the best orthogonal fit would be a reflection (mirrored or scrambled landmarks), the closest proper
+    rotation is used instead, as OpenCV does."""
+    src = np.asarray(src, dtype=np.float64).reshape(-1, 2)
+    dst = np.asarray(dst, dtype=np.float64).reshape(-1, 2)
+    if src.shape != dst.shape or len(src) < 2:
+        raise InputError(f"need matching point sets of 2 or more points, got {src.shape} and {dst.shape}")
+    if not np.all(np.isfinite(src)):
+        raise InputError("landmarks contain NaN or infinity")
+    src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
+    src_c, dst_c = src - src_mean, dst - dst_mean
+    covariance = dst_c.T @ src_c / len(src)
+    u, s, vt = np.linalg.svd(covariance)
+    rank = int(np.sum(s > s.max() * 2 * np.finfo(np.float32).tiny)) if s.max() > 0 else 0
+    if rank == 0:
+        raise InputError("landmarks are all at one point; cannot align the face")
+
+    # d flips the weakest axis when the covariance says "mirror", so the result stays a rotation
+    d = np.array([1.0, -1.0 if np.linalg.det(covariance) < 0 else 1.0])
+    if rank == 1:
+        # one direction only (collinear points): the sign of the second axis is free, pick the one without a flip
+        flip = np.diag([1.0, 1.0 if np.linalg.det(u) * np.linalg.det(vt) > 0 else -1.0])
+        rotation = u @ flip @ vt
+    else:
+        rotation = u @ np.diag(d) @ vt
+    src_var = (src_c**2).sum() / len(src)
+    scale = float((s * d).sum() / src_var)
+    matrix = np.empty((2, 3))
+    matrix[:, :2] = scale * rotation
+    matrix[:, 2] = dst_mean - scale * rotation @ src_mean
+    return matrix
+
+
+def landmarks_transform(landmarks, size=TEMPLATE_SIZE) -> np.ndarray:
+    """The 2x3 matrix taking image coordinates to crop coordinates for five landmarks (YuNet's order)."""
+    points = np.asarray(landmarks, dtype=np.float64)
+    if points.shape != (5, 2):
+        # accept a detector row too: x, y, w, h, then 10 landmark values (OpenCV's FaceDetectorYN layout)
+        flat = points.reshape(-1)
+        if flat.size in (14, 15):
+            points = flat[4:14].reshape(5, 2)
+        elif flat.size == 10:
+            points = flat.reshape(5, 2)
+        else:
+            raise InputError(f"expected 5 landmarks (5x2), got shape {list(np.shape(landmarks))}")
+    return similarity_transform(points, template(size))
+
+
+def invert_affine(matrix) -> np.ndarray:
+    """Inverse of a 2x3 affine matrix."""
+    m = np.asarray(matrix, dtype=np.float64).reshape(2, 3)
+    linear = m[:, :2]
+    det = np.linalg.det(linear)
+    if abs(det) < 1e-12:
+        raise InputError("the alignment transform is singular (landmarks collapse to a point)")
+    inverse_linear = np.linalg.inv(linear)
+    return np.hstack([inverse_linear, -inverse_linear @ m[:, 2:]])
+
+
+def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) -> np.ndarray:
+    """Warp `image` (HxW or HxWxC) by the 2x3 `matrix` (source -> output coordinates) into a crop of `size`
+    ((w, h) or an int), sampling bilinearly; output pixels whose neighbours fall outside the image take
+    `border_value` for those neighbours. dtype: uint8 (rounded, clipped) or a float type (unrounded)."""
+    src = np.asarray(image)
+    if src.ndim not in (2, 3) or src.shape[0] == 0 or src.shape[1] == 0:
+        raise InputError(f"expected an HxW or HxWxC image, got shape {list(src.shape)}")
+    w, h = _size_pair(size)
+    inverse = invert_affine(matrix)
+
+    # each output pixel centre looks up the source point it came from (inverse mapping: no holes)
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float64)
+    sx = inverse[0, 0] * xs + inverse[0, 1] * ys + inverse[0, 2]
+    sy = inverse[1, 0] * xs + inverse[1, 1] * ys + inverse[1, 2]
+    # a point far outside has no neighbours inside; clamping keeps floor() and the index math in int range
+    limit = float(max(src.shape[0], src.shape[1]) + 2)
+    sx = np.clip(sx, -limit, limit)
+    sy = np.clip(sy, -limit, limit)
+    x0 = np.floor(sx)
+    y0 = np.floor(sy)
+    fx = sx - x0
+    fy = sy - y0
+    x0 = x0.astype(np.intp)
+    y0 = y0.astype(np.intp)
+
+    planar = src if src.ndim == 3 else src[:, :, None]
+    height, width = planar.shape[:2]
+    out = np.zeros((h, w, planar.shape[2]), dtype=np.float64)
+    for dy, wy in ((0, 1.0 - fy), (1, fy)):
+        for dx, wx in ((0, 1.0 - fx), (1, fx)):
+            xi = x0 + dx
+            yi = y0 + dy
+            inside = (xi >= 0) & (xi < width) & (yi >= 0) & (yi < height)
+            values = planar[np.clip(yi, 0, height - 1), np.clip(xi, 0, width - 1)].astype(np.float64)
+            values[~inside] = border_value
+            out += (wx * wy)[:, :, None] * values
+    if src.ndim == 2:
+        out = out[:, :, 0]
+    if np.dtype(dtype) == np.uint8:
+        return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    return out.astype(dtype)
+
+
+def align_face(image, landmarks, size=TEMPLATE_SIZE, dtype=np.uint8) -> np.ndarray:
+    """The aligned crop (size x size, or (w, h)) of the face whose five landmarks are given, from an HxWx3 image."""
+    return warp_affine(image, landmarks_transform(landmarks, size), size, dtype=dtype)
+
+
+def align_faces(image, landmarks_list, size=TEMPLATE_SIZE, dtype=np.uint8) -> np.ndarray:
+    """Aligned crops of several faces of one image, stacked: N x h x w x C."""
+    w, h = _size_pair(size)
+    image = np.asarray(image)
+    channels = image.shape[2] if image.ndim == 3 else None
+    crops = [align_face(image, marks, size, dtype) for marks in landmarks_list]
+    if not crops:
+        shape = (0, h, w) if channels is None else (0, h, w, channels)
+        return np.zeros(shape, dtype=dtype)
+    return np.stack(crops)
+
+
+__all__ = [
+    "ARCFACE_TEMPLATE",
+    "TEMPLATE_SIZE",
+    "template",
+    "similarity_transform",
+    "landmarks_transform",
+    "invert_affine",
+    "warp_affine",
+    "align_face",
+    "align_faces",
+]

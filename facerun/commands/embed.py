@@ -1,0 +1,234 @@
+"""`facerun embed`: detect, align and embed faces; write the vectors as .npy (+ .jsonl index) or .jsonl."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import FacerunError, InputError
+
+OUT_KINDS = (".npy", ".jsonl")
+
+
+def embedder_options(function):
+    """Options shared by `embed` and `compare`: the embedder, its pre-processing, the detector and the device."""
+    options = [
+        click.option("--model", default=None, metavar="NAME|PATH",
+                     help="Embedder: a known model (sface-2021dec, auraface-v1, mobilefacenet), a replica "
+                          "(sface-arch, auraface-arch, and -small variants) or an .onnx file. Default: the first of "
+                          "sface-2021dec, auraface-v1, mobilefacenet found in $FACERUN_MODELS or the cache folder."),
+        click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+                     help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
+        click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
+                     help="YuNet model used to find the faces. Default: yunet-2023mar."),
+        click.option("--input-size", default=None, metavar="WxH",
+                     help="Pre-processing of an embedder facerun does not know: its input size, e.g. 112x112."),
+        click.option("--mean", default=None, metavar="M|R,G,B",
+                     help="... its mean on the 0..255 scale (one value or one per channel), e.g. 127.5."),
+        click.option("--std", default=None, metavar="S|R,G,B",
+                     help="... and its std: the model gets (pixel - mean) / std, e.g. 127.5."),
+        click.option("--bgr/--rgb", "bgr", default=None,
+                     help="... and its channel order (default RGB). These four override a known model's values; "
+                          "a JSON file <model>.json next to the model ({\"input_size\": [112, 112], \"mean\": 127.5, "
+                          "\"std\": 127.5, \"bgr\": false}) works too."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def make_embedder(model, device, input_size, mean, std, bgr, threshold=None):
+    from ..embed import Embedder
+
+    return Embedder(model=model, device=device, input_size=input_size, mean=mean, std=std, bgr=bgr,
+                    threshold=threshold)
+
+
+def make_detector(detector_model, device):
+    from ..detect import Detector
+
+    return Detector(model=detector_model, device=device)
+
+
+@click.command("embed")
+@click.argument("images", nargs=-1, required=True, type=click.Path(path_type=Path))
+@embedder_options
+@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Faces per network call (on the GPU: one submission per batch).")
+@click.option("--all-faces", is_flag=True, help="Embed every face found, not only the largest of each image.")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write the vectors: x.npy (N x dim float32, plus the index x.jsonl beside it: image, box, score, "
+                   "model, row) or x.jsonl (one face per line, the embedding included).")
+@click.option("--json", "as_json", is_flag=True, help="Print the faces and their embeddings as one JSON array.")
+def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, out_path, as_json):
+    """Embed the faces in IMAGE files or folders (folders are searched recursively for images).
+
+    Each image's largest face (or, with --all-faces, every face) is found with YuNet, aligned to the ArcFace
+    112x112 five-point template and embedded; vectors are L2-normalised, so a dot product is the cosine
+    similarity. An image with no face is reported and skipped; an unreadable file is reported, the rest go on and
+    the exit status is 1. Output files are written whole or not at all.
+    """
+    from ..embed import Timing
+    from ..images import iter_images
+
+    outputs = _plan_outputs(out_path) if out_path is not None else None
+    paths = iter_images(images)
+    if not paths:
+        raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
+    embedder = make_embedder(model, device, input_size, mean, std, bgr)
+    detector = make_detector(detector_model, device)
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if embedder.note:
+        err.print(f"note: {embedder.note}", markup=False)
+    failed: list[str] = []
+    faceless: list[str] = []
+    timing = Timing()
+    progress = _progress_bar(err) if len(paths) > 1 else None
+    with progress if progress is not None else contextlib.nullcontext():
+        task = progress.add_task("embedding", total=len(paths)) if progress is not None else None
+        say = progress.console if progress is not None else err
+
+        def on_image(label, found, error):
+            if error is not None:
+                failed.append(label)
+                say.print(f"error: {error}", markup=False)
+            elif found == 0:
+                faceless.append(label)
+                say.print(f"no face: {label}", markup=False)
+            if progress is not None:
+                progress.advance(task)
+
+        records = embedder.embed_images(paths, detector=detector, all_faces=all_faces, batch=batch,
+                                        on_image=on_image, skip_unreadable=True, timing=timing)
+
+    written = None
+    if outputs is not None and timing.images > 0:
+        written = _write(outputs, records, embedder)
+    out = Console(highlight=False, soft_wrap=True)
+    if as_json:
+        click.echo(json.dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
+    elif outputs is None:
+        out.print(_faces_table(records))
+    summary_console = err if as_json else out
+    summary_console.print(_summary(timing, len(paths), len(faceless), len(failed), embedder, detector, batch))
+    if written:
+        summary_console.print("wrote " + " and ".join(str(p) for p in written), markup=False)
+    elif outputs is not None:
+        summary_console.print(f"nothing written to {outputs[0]}: no image could be read", markup=False)
+    if failed:
+        sys.exit(1)
+
+
+# -------------------------------------------------------------------------------------------------- output
+
+
+def _plan_outputs(out_path: Path) -> list[Path]:
+    """Check --out before any work: a known suffix, an existing folder, not a folder itself."""
+    suffix = out_path.suffix.lower()
+    if suffix not in OUT_KINDS:
+        raise InputError(f"--out {out_path}: use a .npy file (vectors, plus a .jsonl index beside it) or a .jsonl "
+                         "file")
+    if out_path.is_dir():
+        raise InputError(f"--out {out_path}: is a folder")
+    if not out_path.parent.is_dir():
+        raise InputError(f"--out {out_path}: folder {out_path.parent} does not exist")
+    if suffix == ".npy":
+        return [out_path, out_path.with_suffix(".jsonl")]
+    return [out_path]
+
+
+def _write(outputs: list[Path], records, embedder) -> list[Path]:
+    """Write every output to a temporary file beside it, then rename them all into place, so a failure (a full
+    disk, an interrupt) leaves the old files or nothing, never a partial one."""
+    model = embedder.name
+    if outputs[0].suffix.lower() == ".npy":
+        dim = records[0].embedding.size if records else embedder.dim
+        vectors = np.stack([r.embedding for r in records]) if records else np.zeros((0, dim))
+        index = [{**r.to_dict(model=model, with_embedding=False), "row": row} for row, r in enumerate(records)]
+        writers = [lambda f: np.save(f, vectors.astype(np.float32)), lambda f: _write_lines(f, index)]
+    else:
+        writers = [lambda f: _write_lines(f, [r.to_dict(model=model) for r in records])]
+    temps: list[tuple[str, Path]] = []
+    try:
+        for target, write in zip(outputs, writers):
+            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+            temps.append((temp, target))
+            with os.fdopen(fd, "wb") as handle:
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+        mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; give them the usual permissions
+        for temp, target in temps:
+            os.chmod(temp, mode)
+            os.replace(temp, target)
+    except BaseException as e:
+        for temp, _ in temps:
+            Path(temp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise FacerunError(f"cannot write {outputs[0]}: {e.strerror or e}") from None
+        raise
+    return outputs
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def _write_lines(handle, rows: list[dict]) -> None:
+    for row in rows:
+        handle.write((json.dumps(row) + "\n").encode())
+
+
+def _progress_bar(console: Console):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=console, transient=True)
+
+
+def _faces_table(records) -> Table | Text:
+    if not records:
+        return Text("no faces embedded")
+    table = Table(title=f"{len(records)} face{'s' if len(records) != 1 else ''}", title_justify="left")
+    for name in ("image", "score", "box x,y,w,h", "embedding (first 4)"):
+        table.add_column(name, justify="left" if name == "image" else "right")
+    for r in records:
+        table.add_row(r.image, f"{r.score:.3f}", ",".join(f"{v:.0f}" for v in r.box),
+                      " ".join(f"{v:+.3f}" for v in r.embedding[:4]) + " ...")
+    return table
+
+
+def _summary(timing, images: int, faceless: int, failed: int, embedder, detector, batch: int) -> Table:
+    """Two columns (what, value), so it fits a narrow terminal."""
+    per_face = timing.ms_per_face
+    devices = embedder.device
+    if detector.device != embedder.device:
+        devices += f" (detector: {detector.device})"
+    rows = [
+        ("images", f"{images} ({faceless} without a face, {failed} unreadable)"),
+        ("faces embedded", str(timing.faces)),
+        ("detect", f"{timing.detect_s * 1000 / timing.images:.1f} ms per image" if timing.images else "-"),
+        ("align + embed", f"{per_face:.1f} ms per face ({1000.0 / per_face:.1f} faces/s), batch {batch}"
+         if per_face else "-"),
+        ("model", f"{embedder.name} ({embedder.dim}-d, {embedder.preprocessing.describe()})"),
+        ("device", devices),
+    ]
+    table = Table(title="summary", title_justify="left", show_header=False, box=None, padding=(0, 2, 0, 0))
+    table.add_column(style="bold")
+    table.add_column()
+    for what, value in rows:
+        table.add_row(what, value)
+    return table
