@@ -1,0 +1,107 @@
+"""The scripts in examples/ run as a user would run them (a subprocess, facerun on PYTHONPATH) on small real inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def run_example(name: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    done = subprocess.run([sys.executable, str(EXAMPLES / name), *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=ROOT)
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def needs_module(name: str):
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not written yet")
+
+
+def trailing_json(text: str):
+    """The JSON document the script prints last (after its progress lines)."""
+    return json.loads(text[text.index("\n{") + 1 :] if not text.startswith("{") else text)
+
+
+def test_detect_and_draw_writes_annotated_copies(models_dir, data_dir, tmp_path):
+    needs_module("facerun.detect")
+    needs_module("facerun.draw")
+    photos = data_dir / "faces" / "group"
+    done = run_example("detect_and_draw.py", photos, tmp_path / "out", "--limit", "2")
+    summary = trailing_json(done.stdout)["photos"]
+    originals = sorted(p for p in photos.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))[:2]
+    assert sorted(summary) == [p.name for p in originals]
+    for original in originals:
+        entry = summary[original.name]
+        assert entry["faces"] >= 2, entry  # both are group photos
+        annotated = Image.open(entry["annotated"]).convert("RGB")
+        with Image.open(original) as im:
+            from PIL import ImageOps
+
+            source = ImageOps.exif_transpose(im).convert("RGB")
+        assert annotated.size == source.size
+        # the drawing changed pixels (boxes are pure green); JPEG noise alone does not put that many there
+        a = np.asarray(annotated, dtype=np.int16)
+        green = (a[..., 1] > 200) & (a[..., 0] < 60) & (a[..., 2] < 60)
+        s = np.asarray(source, dtype=np.int16)
+        was_green = (s[..., 1] > 200) & (s[..., 0] < 60) & (s[..., 2] < 60)
+        assert green.sum() > was_green.sum() + 100
+
+
+def test_embed_and_search_finds_the_same_person_first(models_dir, data_dir, tmp_path):
+    needs_module("facerun.embed")
+    if not (models_dir / "MobileFaceNet.onnx").exists():
+        pytest.skip("no embedder in the shared models")
+    faces = data_dir / "faces"
+    gallery = tmp_path / "gallery"
+    gallery.mkdir()
+    picks = [("obama", "obama1.jpg"), ("obama", "obama2.jpg"), ("biden", "biden.jpg"), ("biden", "biden2.jpg"),
+             ("clapton", None), ("lennon", None)]
+    for person, file in picks:
+        src = faces / person / file if file else sorted((faces / person).iterdir())[0]
+        (gallery / f"{person}__{src.name}").symlink_to(src)
+    done = run_example("embed_and_search.py", gallery, faces / "obama" / "obama.jpg", "--model", "mobilefacenet",
+                       "--top", "6", "--json")
+    result = json.loads(done.stdout)
+    assert result["gallery_faces"] == len(picks)
+    closest = result["closest"]
+    assert [Path(h["image"]).name.split("__")[0] for h in closest[:2]] == ["obama", "obama"]
+    assert closest[0]["match"] is True
+    cosines = [h["cosine"] for h in closest]
+    assert cosines == sorted(cosines, reverse=True)
+    others = [h for h in closest if not Path(h["image"]).name.startswith("obama")]
+    assert all(not h["match"] for h in others), others
+
+
+def test_bench_and_compare_saves_and_compares_two_runs(tmp_path):
+    done = run_example("bench_and_compare.py", tmp_path, "--repeat", "2", "--paths", "cpu,gpu")
+    from facerun import bench
+
+    a, b = bench.load_result(tmp_path / "run-a.json"), bench.load_result(tmp_path / "run-b.json")
+    for data in (a, b):
+        assert [(r["model"], r["path"]) for r in data["rows"]] == [
+            ("sface-arch-small", "cpu"), ("sface-arch-small", "gpu"),
+            ("auraface-arch-small", "cpu"), ("auraface-arch-small", "gpu")]
+    table = done.stdout[done.stdout.index("B speed-up"):].splitlines()[1:]
+    assert len(table) == 4
+    cpu_line = next(ln for ln in table if ln.startswith("sface-arch-small") and " cpu " in ln)
+    want = a["rows"][0]["per_face_ms"] / b["rows"][0]["per_face_ms"]
+    assert cpu_line.endswith(f"{want:.2f}x")
+
+    # against a baseline: only one new run
+    again = tmp_path / "again"
+    run_example("bench_and_compare.py", again, "--repeat", "2", "--paths", "cpu", "--baseline", tmp_path / "run-a.json")
+    assert sorted(p.name for p in again.iterdir()) == ["run-b.json"]
