@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import blas
 from . import program as P
 
 # Depthwise maps up to this many pixels use the im2col + batched matmul form.
@@ -86,7 +87,7 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, s, d, out_shape) -> np.ndarray:
     return out
 
 
-def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:
+def conv2d(x: np.ndarray, st: P.Conv, out_shape, threads: int = 1) -> np.ndarray:
     n, cout, oh, ow = out_shape
     w = st.weight
     kh, kw = st.kernel
@@ -101,6 +102,7 @@ def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:
         pointwise = kh == kw == 1 and st.stride == (1, 1)
         per_item = n > 1 and n * cg * kh * kw * oh * ow * 4 > _COLUMN_BYTES
         items = [slice(i, i + 1) for i in range(n)] if per_item else [slice(0, n)]
+        macs = mg * cg * kh * kw * oh * ow * (n if not per_item else 1)
         for gi in range(g):
             wg = w[gi * mg : (gi + 1) * mg].reshape(mg, cg * kh * kw)
             xg = xp[:, gi * cg : (gi + 1) * cg]
@@ -113,7 +115,8 @@ def conv2d(x: np.ndarray, st: P.Conv, out_shape) -> np.ndarray:
                 else:
                     win = _windows(xg[sl], (kh, kw), st.stride, st.dilation, (oh, ow))
                     cols = win.reshape(win.shape[0], cg * kh * kw, oh * ow)
-                np.matmul(wg, cols, out=out[sl, gi * mg : (gi + 1) * mg])
+                with blas.threads_for(macs, threads):
+                    np.matmul(wg, cols, out=out[sl, gi * mg : (gi + 1) * mg])
         out = out.reshape(out_shape)
     if st.bias is not None:
         out += st.bias.reshape(1, -1, 1, 1)
@@ -169,15 +172,18 @@ def binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
     raise ValueError(kind)
 
 
-def run_step(st: P.Step, args: list[np.ndarray], out_shape) -> np.ndarray:
+def run_step(st: P.Step, args: list[np.ndarray], out_shape, threads: int | None = None) -> np.ndarray:
     """One step on numpy arrays (args in the order of `st.reads`)."""
+    if threads is None:
+        threads = blas.default_threads()
     if isinstance(st, P.Conv):
-        y = conv2d(args[0], st, out_shape)
+        y = conv2d(args[0], st, out_shape, threads)
         if st.residual is not None:
             y += args[1]
         return activate(y, st.act)
     if isinstance(st, P.Gemm):
-        y = args[0] @ st.weight.T
+        with blas.threads_for(st.weight.size * args[0].shape[0], threads):
+            y = args[0] @ st.weight.T
         if st.bias is not None:
             y += st.bias
         return activate(y, st.act)
@@ -221,6 +227,7 @@ def run_program(
     """Run `prog` on `inputs` (by input name). `on_step(step, value)` sees every step's result (parity --steps);
     `conv(step, args)` may compute a convolution elsewhere (the GPU's per-convolution mode) or return None."""
     store: dict[int, np.ndarray] = {}
+    threads = blas.default_threads()  # once a run: one thread while the machine is busy
     for name, vid in prog.inputs:
         store[vid] = np.ascontiguousarray(inputs[name], dtype=np.float32)
     values = prog.values
@@ -237,7 +244,7 @@ def run_program(
         shape = values[st.out].shape
         y = conv(st, args) if conv is not None and isinstance(st, P.Conv) else None
         if y is None:
-            y = run_step(st, args, shape)
+            y = run_step(st, args, shape, threads)
         y = np.ascontiguousarray(y, dtype=np.float32)
         if y.shape != shape:
             y = y.reshape(shape)

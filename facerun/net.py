@@ -211,7 +211,7 @@ def load(path, device: str = "cpu") -> Net:
     p, label = resolve_model_path(path)
     net = Net(read_model(p), label=label)
     if device in ("gpu", "auto"):
-        from .gpu_attach import attach
+        from .gpu.attach import attach
 
         attach(net, required=(device == "gpu"))
     elif device != "cpu":

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gpu_fixtures import gpu, gpu_model  # noqa: F401  (shared GPU fixtures: skip without an adapter, fail under CI)
+
 ROOT = Path(__file__).resolve().parent.parent
 _DEFAULT_SHARED = ROOT.parent / "shared"
 

@@ -127,11 +127,9 @@ def test_embeddings_match_onnxruntime(name, crops):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["mobilefacenet", "sface-arch-small", "auraface-arch-small"])
-def test_gpu_embeddings_match_cpu(name, crops):
-    try:
-        gpu = Embedder(_model_arg(name), device="gpu")
-    except (GpuError, ImportError) as e:
-        pytest.skip(f"facerun's GPU path is not usable here: {e}")
+def test_gpu_embeddings_match_cpu(name, crops, gpu):
+    gpu = Embedder(_model_arg(name), device="gpu")
+    assert gpu.net.gpu is not None, gpu.net.gpu_reason
     cpu = Embedder(_model_arg(name), device="cpu")
     some = crops[:4]
     agreement = np.sum(gpu.embed(some) * cpu.embed(some), axis=1)

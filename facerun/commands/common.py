@@ -58,10 +58,11 @@ def input_range(net) -> tuple[float, float]:
         return lo, hi
     from .. import synthetic
 
-    r = synthetic.REPLICAS.get(net.label) if hasattr(synthetic, "REPLICAS") else None
-    if r is not None and getattr(r, "kind", "") == "embedder" and getattr(r, "mean", None) is not None:
-        lo = min((0 - m) / s for m, s in zip(r.mean, r.std))
-        hi = max((255 - m) / s for m, s in zip(r.mean, r.std))
+    r = synthetic.REPLICAS.get(net.label)
+    pre = getattr(r, "preprocess", None)
+    if r is not None and r.kind == "embedder" and pre is not None:
+        lo = min((0 - m) / s for m, s in zip(pre.mean, pre.std))
+        hi = max((255 - m) / s for m, s in zip(pre.mean, pre.std))
         return lo, hi
     return 0.0, 255.0
 

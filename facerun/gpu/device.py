@@ -32,7 +32,7 @@ log = logging.getLogger("facerun.gpu")
 
 # What a device must offer for facerun's kernels (the WebGPU defaults meet them).
 NEEDS = {
-    "max-storage-buffers-per-shader-stage": 5,
+    "max-storage-buffers-per-shader-stage": 6,
     "max-compute-invocations-per-workgroup": 256,
     "max-compute-workgroup-size-x": 256,
     "max-compute-workgroup-storage-size": 16384,
@@ -195,13 +195,13 @@ def errors_seen() -> tuple[int, str]:
 def _quiet_stderr():
     """Swallow what native code prints on fd 2 while adapters are probed (Mesa's "XDG_RUNTIME_DIR is invalid" on
     headless machines), passing on every other line."""
+    fd = 2  # the process's stderr, whatever sys.stderr is (pytest replaces it)
     try:
-        fd = sys.stderr.fileno()
-    except Exception:
+        sys.stderr.flush()
+        saved = os.dup(fd)
+    except (OSError, ValueError):
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(fd)
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), fd)
         try:
@@ -247,7 +247,8 @@ def is_software(info) -> bool:
 
 def limits_problem(limits: dict) -> str | None:
     """Why an adapter's limits are too small for facerun's kernels, or None."""
-    short = [f"{k.replace('max-', '').replace('-', ' ')} {limits.get(k, 0)} < {need}" for k, need in NEEDS.items() if limits.get(k, 0) < need]
+    short = [f"{k.replace('max-', '').replace('-', ' ')} {limits.get(k, 0)} < {need}"
+             for k, need in NEEDS.items() if limits.get(k, 0) < need]
     return "limits too small: " + ", ".join(short) if short else None
 
 
@@ -384,6 +385,7 @@ def _make_device(adapter, row: dict) -> Device:
     entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.uniform}}]
     entries += [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": ro} for i in range(1, 5)]
     entries.append({"binding": 5, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.storage}})
+    entries.append({"binding": 6, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": ro})
     d.layout = dev.create_bind_group_layout(label="facerun", entries=entries)
     d.pipeline_layout = dev.create_pipeline_layout(label="facerun", bind_group_layouts=[d.layout])
     d.dummy = dev.create_buffer(label="facerun unused binding", size=16, usage=wgpu.BufferUsage.STORAGE)
@@ -420,7 +422,8 @@ def get_device() -> Device:
             _failure = (settings, str(e))
             raise
         except Exception as e:  # anything the driver stack throws
-            why = f"GPU device creation failed: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            why = f"GPU device creation failed: {type(e).__name__}: {first}"
             _failure = (settings, why)
             raise GpuError(why) from None
 

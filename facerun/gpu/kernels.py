@@ -1,7 +1,7 @@
 """The WGSL kernels: sources (facerun/shaders/*.wgsl, read with importlib.resources), their specialisation, and the
 packing of each kernel's parameters into its uniform struct.
 
-Every kernel shares one bind-group layout: binding 0 a uniform `Params`, 1-4 read-only storage buffers, 5 the
+Every kernel shares one bind-group layout: binding 0 a uniform `Params`, 1-4 and 6 read-only storage buffers, 5 the
 read-write output. The `Params` struct of each source is parsed here, so the host packs parameters by field name and
 a field missing on either side is an error at once rather than a silently shifted value.
 """
@@ -13,10 +13,10 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from string import Template
 
 from .plan import Tile
 
+READ_BINDINGS = (1, 2, 3, 4, 6)  # the read-only storage bindings, in the order a dispatch lists its reads
 UNIFORM_SLOT = 256  # bytes per dispatch's parameters (and the uniform offset alignment every device accepts)
 
 
@@ -43,9 +43,7 @@ class Kernel:
         return f"{self.file}:{self.entry}" + (f"[{spec}]" if spec else "")
 
     def code(self) -> str:
-        body = source_text(self.file)
-        if self.subst:
-            body = Template(body).substitute(dict(self.subst))
+        body = specialise(source_text(self.file), dict(self.subst))
         parts = [source_text("common.wgsl")]
         if self.epilogue:
             parts.append(source_text("epilogue.wgsl"))
@@ -61,17 +59,67 @@ def _layout_of(kernel: Kernel) -> "ParamLayout":
     return param_layout(kernel.code())
 
 
+_EXPR = re.compile(r"\$\{([^}]*)\}")
+_DIRECTIVE = re.compile(r"^\s*#(unroll|if|end)\b(.*)$")
+
+
+def specialise(text: str, consts: dict) -> str:
+    """Fill a kernel template: `${expr}` is a Python expression over `consts` (and loop variables); a block between
+    `#unroll NAME START STOP` and `#end` is repeated for NAME in range(START, STOP), and one between `#if EXPR` and
+    `#end` kept only when EXPR holds. Unrolling by hand keeps register blocks in registers: GPU compilers do not
+    reliably promote loop-indexed arrays out of memory."""
+    lines = text.splitlines()
+
+    def expand(start: int, env: dict) -> tuple[list[str], int]:
+        out: list[str] = []
+        i = start
+        while i < len(lines):
+            m = _DIRECTIVE.match(lines[i])
+            if m is None:
+                out.append(_EXPR.sub(lambda e: str(eval(e.group(1), {}, env)), lines[i]))
+                i += 1
+                continue
+            kind, arg = m.group(1), m.group(2).split()
+            if kind == "end":
+                return out, i + 1
+            if kind == "if":
+                body, nxt = expand(i + 1, env)
+                if eval(" ".join(arg), {}, env):
+                    out += body
+                i = nxt
+                continue
+            name, lo, hi = arg[0], eval(arg[1], {}, env), eval(" ".join(arg[2:]), {}, env)
+            nxt = i + 1
+            for v in range(lo, hi):
+                body, nxt = expand(i + 1, {**env, name: v})
+                out += body
+            if lo >= hi:  # still find the block's end
+                _, nxt = expand(i + 1, {**env, name: 0})
+            i = nxt
+        if start:
+            raise ValueError("a kernel template block has no #end")
+        return out, i
+
+    return "\n".join(expand(0, dict(consts))[0])
+
+
 def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
-    subst = dict(BM=tile.bm, BN=tile.bn, BK=tile.bk, TM=tile.tm, TN=tile.tn, POINTWISE=str(pointwise).lower(), PARTIAL=str(partial).lower())
-    return Kernel("conv_tiled.wgsl", "main", tuple((k, str(v)) for k, v in subst.items()), epilogue=True)
+    tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
+    wg = tx * ty
+    a_vec = tile.bk * tile.bm // 4
+    subst = dict(BM=tile.bm, BN=tile.bn, BK=tile.bk, TM=tile.tm, TN=tile.tn, MV=tile.tm // 4, NV=tile.tn // 4, TX=tx,
+                 TY=ty, WG=wg, A_VEC=a_vec, A_LOADS=-(-a_vec // wg), B_ROWS=wg // tile.bn,
+                 B_LOADS=tile.bk // (wg // tile.bn), KU=tile.ku, POINTWISE=pointwise, PARTIAL=partial)
+    return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True)
 
 
 DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True)
+DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True)
 SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True)
 
 
 def gemv(rows: int, vec4: bool) -> Kernel:
-    subst = dict(ROWS=str(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b")
+    subst = dict(ROWS=int(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b")
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True)
 
 
@@ -90,7 +138,7 @@ ACT_CODES = {None: 0, "relu": 1, "sigmoid": 2, "clip": 3, "leaky": 4, "prelu": 5
 # ------------------------------------------------------------------------------------------ parameter packing
 
 _SCALARS = {"u32": "I", "f32": "f", "i32": "i"}
-_FIELD = re.compile(r"^\s*(\w+)\s*:\s*([^,]+?)\s*,?\s*(//.*)?$")
+_FIELD = re.compile(r"^(\w+)\s*:\s*(.+?)\s*,?$")
 
 
 @dataclass(frozen=True)
@@ -137,8 +185,8 @@ def param_layout(code: str) -> ParamLayout:
         raise ValueError("kernel source has no Params struct")
     fields, offset, align = [], 0, 4
     for line in m.group(1).splitlines():
-        line = line.strip()
-        if not line or line.startswith("//"):
+        line = line.split("//")[0].strip()
+        if not line:
             continue
         fm = _FIELD.match(line)
         if fm is None:

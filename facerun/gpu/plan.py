@@ -43,6 +43,7 @@ class Tile:
     tm: int
     tn: int
     bk: int = 16
+    ku: int = 1  # K steps unrolled per pass of the inner loop (1: the loop is left to the shader compiler)
 
     @property
     def threads(self) -> int:
@@ -54,21 +55,48 @@ class Tile:
 
     @property
     def name(self) -> str:
-        return f"{self.bm}x{self.bn}/{self.tm}x{self.tn}"
+        extra = (f"/k{self.bk}" if self.bk != 16 else "") + (f"/u{self.ku}" if self.ku != 1 else "")
+        return f"{self.bm}x{self.bn}/{self.tm}x{self.tn}{extra}"
+
+    @staticmethod
+    def parse(spec: str) -> "Tile":
+        """A tile from a name in TILES ("128x64") or a full spec ("128x128/8x8/k16/u4")."""
+        if spec in TILES:
+            return TILES[spec]
+        try:
+            parts = spec.split("/")
+            bm, bn = (int(v) for v in parts[0].split("x"))
+            tm, tn = (int(v) for v in parts[1].split("x"))
+            opts = {p[0]: int(p[1:]) for p in parts[2:]}
+            tile = Tile(bm, bn, tm, tn, opts.get("k", 16), opts.get("u", 1))
+        except (ValueError, IndexError):
+            raise PlanError(f"not a tile: {spec}") from None
+        ok = (bm % tm == 0 and bn % tn == 0 and tm % 4 == 0 and tn % 4 == 0 and tile.threads % bn == 0
+              and tile.bk % (tile.threads // bn) == 0 and tile.bk % tile.ku == 0)
+        if not ok:
+            raise PlanError(f"tile {spec} does not fit the kernel's layout")
+        return tile
 
 
-# The tiles the tiled kernel is built for, largest first. Every one has threads % bn == 0 (the im2col loader's
-# layout) and at most 256 threads.
+# The tiles the tiled kernel is built for, in order of preference (measured on an H200: 128x64 beats 128x128
+# whenever both make enough workgroups). Every one has threads % bn == 0 (the im2col loader's layout) and at most
+# 256 threads and 16 KiB of shared memory. K unrolling (ku), measured too: 4-8 for the 8-wide blocks, the whole BK
+# step for the 4x4 ones.
 TILES = {
-    "128x128": Tile(128, 128, 8, 8),
-    "128x64": Tile(128, 64, 8, 4),
-    "64x128": Tile(64, 128, 4, 8),
-    "64x64": Tile(64, 64, 4, 4),
-    "32x128": Tile(32, 128, 4, 4),
-    "32x64": Tile(32, 64, 4, 4),
-    "16x128": Tile(16, 128, 4, 4),
-    "16x64": Tile(16, 64, 4, 4),
+    "128x64": Tile(128, 64, 8, 4, ku=8),
+    "128x128": Tile(128, 128, 8, 8, ku=4),
+    "64x128": Tile(64, 128, 4, 8, ku=4),
+    "64x64": Tile(64, 64, 4, 4, ku=16),
+    "32x128": Tile(32, 128, 4, 4, ku=16),
+    "32x64": Tile(32, 64, 4, 4, ku=16),
+    "16x128": Tile(16, 128, 4, 4, ku=16),
+    "16x64": Tile(16, 64, 4, 4, ku=16),
 }
+# Below this much K a convolution with few output channels per group runs on the direct kernel (depthwise 3x3 has
+# K = 9); above it the tiled kernel is faster even with most of its 16 rows unused (a 64-to-1 head: 5x).
+DIRECT_MAX_K = 32
+# K at which a layer with too few tiles is split rather than given smaller tiles (measured on IResNet-100's layers).
+SPLIT_MIN_K = 512
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -129,12 +157,13 @@ class ConvShape:
     @property
     def pointwise(self) -> bool:
         """A 1x1 convolution reading every input position once: its im2col matrix is the input itself."""
-        return self.kernel == (1, 1) and self.stride == (1, 1) and self.pads == (0, 0, 0, 0) and (self.oh, self.ow) == (self.h, self.w)
+        same = (self.oh, self.ow) == (self.h, self.w)
+        return self.kernel == (1, 1) and self.stride == (1, 1) and self.pads == (0, 0, 0, 0) and same
 
 
 @dataclass(frozen=True)
 class ConvPlan:
-    kernel: str  # "tiled" | "direct"
+    kernel: str  # "tiled" | "direct" | "depthwise"
     tile: Tile | None
     splits: int  # K slices run side by side, summed by a second (reduce) pass when > 1
     k_chunk: int  # K per slice, a multiple of the tile's bk
@@ -152,48 +181,73 @@ class ConvPlan:
         return self.tiles_m * self.tiles_n * self.splits
 
     def describe(self) -> str:
-        if self.kernel == "direct":
-            return "direct"
+        if self.tile is None:
+            return self.kernel
         s = f"tiled {self.tile.name}"
         return s + (f" split-K {self.splits}x{self.k_chunk}" if self.splits > 1 else "")
 
 
-def choose_tile(m: int, n: int, limits: Limits) -> Tile:
-    """The tile for an M x N GEMM: as large as M allows (less padding waste), narrower in N when N is small."""
-    if m >= 96:
-        bm = 128
-    elif m >= 48:
-        bm = 64
-    elif m >= 24:
-        bm = 32
-    else:
-        bm = 16
-    bn = 128 if n > 96 else 64
-    tile = TILES[f"{bm}x{bn}"]
-    if fits(tile, limits):
-        return tile
-    # a device with fewer than 256 invocations or less than 16 KiB of workgroup memory gets the largest tile it takes
-    for t in TILES.values():
-        if fits(t, limits):
-            return t
-    raise PlanError("the device's workgroups are too small for the convolution kernel")
+def tile_candidates(m: int, n: int, limits: Limits) -> tuple[list[Tile], list[Tile]]:
+    """The tiles worth trying for an M x N GEMM, largest first: (efficient ones: as tall as M allows or half that;
+    all: any height up to that). None is wider than 64 when N is small; all fit the device's workgroups."""
+    bm_max = 128 if m >= 96 else 64 if m >= 48 else 32 if m >= 24 else 16
+    bn_max = 128 if n > 96 else 64
+    usable = [t for t in TILES.values() if t.bn <= bn_max and fits(t, limits)]
+    usable = usable or [t for t in TILES.values() if fits(t, limits)]
+    if not usable:
+        raise PlanError("the device's workgroups are too small for the convolution kernel")
+    every = [t for t in usable if t.bm <= bm_max] or usable[-1:]
+    big = [t for t in every if t.bm * 2 >= bm_max] or every[:1]
+    return big, every
+
+
+def choose_tile(m: int, n: int, k: int, groups: int, limits: Limits) -> tuple[Tile, bool]:
+    """(tile, whether K may be split). Measured on an H200 (IResNet-100 at batch 16, YuNet at 640x640): the largest
+    efficient tile that still makes TARGET_WORKGROUPS workgroups wins; failing that, a long K is split (on the
+    largest tile), and a short one gets a smaller tile that makes enough workgroups, or the most (the small layers
+    of a detector), split where its K allows."""
+    big, every = tile_candidates(m, n, limits)
+
+    def tiles(t: Tile) -> int:
+        return ceil_div(m, t.bm) * ceil_div(n, t.bn) * groups
+
+    for t in big:
+        if tiles(t) >= TARGET_WORKGROUPS:
+            return t, False
+    if k >= SPLIT_MIN_K:  # the largest block, split
+        return max(big, key=lambda t: t.bm * t.bn), True
+    if k >= 2 * MIN_K_PER_SPLIT:  # some splitting is possible: the efficient tile making the most workgroups
+        return max(big, key=tiles), True
+    for t in every:
+        if tiles(t) >= TARGET_WORKGROUPS:
+            return t, False
+    return max(every, key=tiles), False
 
 
 def fits(tile: Tile, limits: Limits) -> bool:
     return tile.threads <= limits.max_invocations and tile.shared_bytes <= limits.max_workgroup_storage
 
 
-def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None = None, force_tile: str | None = None) -> ConvPlan:
+def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None = None,
+              force_tile: str | None = None) -> ConvPlan:
     """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` are for tests and tuning."""
     m, n, k, g = s.m, s.n, s.k, s.groups
     in_bytes = s.batch * s.cin * s.h * s.w * 4
     out_values = s.batch * s.cout * s.oh * s.ow
     if max(in_bytes, out_values * 4, s.cout * k * 4) > limits.max_binding:
         raise PlanError(f"a convolution of {max(in_bytes, out_values * 4) >> 20} MiB exceeds the device's binding size")
-    # Few output channels per group (depthwise, or a 1-4 channel head): one thread per output value, looping over K.
-    if m < 8 and force_tile is None:
+    # Few output channels per group and a short K (depthwise, small heads): one thread per output value.
+    if m < 8 and k <= DIRECT_MAX_K and force_tile is None:
+        if s.cg == 1:  # depthwise: four outputs of a row per thread
+            quads = s.batch * s.cout * s.oh * ceil_div(s.ow, 4)
+            return ConvPlan("depthwise", None, 1, k, k, m, 0, 0, flat_grid(quads, limits), None)
         return ConvPlan("direct", None, 1, k, k, m, 0, 0, flat_grid(out_values, limits), None)
-    tile = TILES[force_tile] if force_tile else choose_tile(m, n, limits)
+    if force_tile:
+        tile, may_split = Tile.parse(force_tile), True
+    else:
+        tile, may_split = choose_tile(m, n, k, g, limits)
+    if not fits(tile, limits):
+        raise PlanError(f"tile {tile.name} exceeds the device's workgroup limits")
     kpad = ceil_div(k, tile.bk) * tile.bk
     mpad = ceil_div(m, tile.bm) * tile.bm
     if g * kpad * mpad * 4 > limits.max_binding:
@@ -202,7 +256,7 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
     tiles = tiles_m * tiles_n * g
     if force_splits is not None:
         splits = max(1, min(force_splits, ceil_div(k, tile.bk)))
-    elif tiles >= TARGET_WORKGROUPS:
+    elif tiles >= TARGET_WORKGROUPS or not may_split:
         splits = 1
     else:
         splits = max(1, min(TARGET_WORKGROUPS // tiles, k // MIN_K_PER_SPLIT))
@@ -238,8 +292,8 @@ def plan_gemm(m: int, k: int, n: int, limits: Limits = Limits()) -> GemmPlan:
     if max(m * k, n * k, m * n) * 4 > limits.max_binding:
         raise PlanError("a fully connected layer exceeds the device's binding size")
     if m <= 32:
-        blocks = ceil_div(m, GEMV_ROWS)
-        return GemmPlan("gemv", GEMV_ROWS, k % 4 == 0, None, grid(n * blocks, limits))
+        rows = min(GEMV_ROWS, m)
+        return GemmPlan("gemv", rows, k % 4 == 0, None, grid(n * ceil_div(m, rows), limits))
     conv = plan_conv(ConvShape(batch=m, cin=k, h=1, w=1, cout=n, oh=1, ow=1), limits)
     return GemmPlan("tiled", 0, False, conv, conv.grid)
 

@@ -1,4 +1,5 @@
-// Convolutions with few output channels per group (depthwise ones, 1-4 channel heads): one thread per output value,
+// Convolutions with few output channels per group and a short window: `depthwise` (one input channel per output
+// channel) makes four neighbouring outputs of a row per thread, `direct` (tiny heads) one output per thread,
 // looping over its window. Also `reduce`, the second pass of a split-K tiled convolution: it adds the K slices'
 // partial sums in slice order (deterministic) and applies the epilogue.
 
@@ -29,6 +30,7 @@ struct Params {
     pt: u32,
     pl: u32,
     splits: u32,
+    quads: u32,  // depthwise: threads in all, one per four outputs of a row
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -75,6 +77,50 @@ fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         xi += hw;
     }
     out[i] = finish(acc, co, i);
+}
+
+@compute @workgroup_size(256)
+fn depthwise(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = flat_index(wid, lid, p.row);
+    if (i >= p.quads) {
+        return;
+    }
+    let per_row = (p.ow + 3u) / 4u;
+    let ox0 = (i % per_row) * 4u;
+    var t = i / per_row;
+    let oy = t % p.oh;
+    t = t / p.oh;
+    let co = t % p.cout;
+    let b = t / p.cout;
+    let xi = (b * p.cin + co / p.m) * p.h * p.w;
+    let wi = co * p.kh * p.kw;
+    let iy0 = i32(oy * p.sh) - i32(p.pt);
+#unroll j 0 4
+    var acc${j} = 0.0;
+    let ix${j} = i32((ox0 + ${j}u) * p.sw) - i32(p.pl);
+#end
+    for (var ky = 0u; ky < p.kh; ky++) {
+        let iy = iy0 + i32(ky * p.dh);
+        if (iy < 0 || iy >= i32(p.h)) {
+            continue;
+        }
+        let xrow = xi + u32(iy) * p.w;
+        for (var kx = 0u; kx < p.kw; kx++) {
+            let wv = wt[wi + ky * p.kw + kx];
+            let dx = i32(kx * p.dw);
+#unroll j 0 4
+            if (ix${j} + dx >= 0 && ix${j} + dx < i32(p.w)) {
+                acc${j} = fma(x[xrow + u32(ix${j} + dx)], wv, acc${j});
+            }
+#end
+        }
+    }
+    let row0 = ((b * p.cout + co) * p.oh + oy) * p.ow + ox0;
+#unroll j 0 4
+    if (ox0 + ${j}u < p.ow) {
+        out[row0 + ${j}u] = finish(acc${j}, co, row0 + ${j}u);
+    }
+#end
 }
 
 @compute @workgroup_size(256)

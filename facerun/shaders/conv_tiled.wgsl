@@ -4,32 +4,25 @@
 // A workgroup computes a BM x BN tile of out; each of its threads a TM x TN block held in registers. K advances BK
 // at a time through shared memory: the weights come pre-packed K-major and zero padded ([group][kpad][mpad]), so
 // their tile loads are aligned vec4s with no bounds checks; the im2col tile is gathered one value per thread and
-// column, each thread keeping one output position (its decode done once). The next K step is fetched into registers
-// while the current one is multiplied. A thread's rows and columns are spread as vec4 groups BM/MV (BN/NV) apart,
-// so a warp's shared-memory reads are consecutive 16-byte words (no bank conflicts) and its stores coalesce.
+// column, each thread keeping one output position (decoded once) and looking each k up in a table of tap offsets
+// (no division in the loop). The next K step is fetched into registers while the current one is multiplied.
+// A thread's rows and columns are spread as vec4 groups BM/MV (BN/NV) apart, so a warp's shared-memory reads are
+// consecutive 16-byte words (no bank conflicts) and its stores coalesce.
 //
 // With PARTIAL, a workgroup sums only its K slice (the split) and writes raw partial sums; a second pass
 // (conv_direct.wgsl's `reduce`) adds the slices in order, so the result does not depend on scheduling.
 //
-// The host (facerun/gpu/kernels.py) fills in the constants below for each tile and variant.
+// This is a template (facerun/gpu/kernels.py `specialise`): ${...} are filled in per tile and variant, and
+// #unroll blocks are written out, so the register block lives in named registers rather than indexed arrays.
 
 const BM: u32 = ${BM}u;
 const BN: u32 = ${BN}u;
 const BK: u32 = ${BK}u;
-const TM: u32 = ${TM}u;
-const TN: u32 = ${TN}u;
-const POINTWISE: bool = ${POINTWISE};  // 1x1, stride 1, no padding: X is the input itself
-const PARTIAL: bool = ${PARTIAL};
-
-const TX: u32 = BN / TN;  // threads along N
-const TY: u32 = BM / TM;  // threads along M
-const WG: u32 = TX * TY;
-const MV: u32 = TM / 4u;  // vec4 row groups per thread
-const NV: u32 = TN / 4u;  // vec4 column groups per thread
-const A_VEC: u32 = BK * BM / 4u;  // vec4s in a weight tile
-const A_LOADS: u32 = (A_VEC + WG - 1u) / WG;
-const B_ROWS: u32 = WG / BN;  // im2col rows gathered per pass (WG is a multiple of BN)
-const B_LOADS: u32 = BK / B_ROWS;
+const TX: u32 = ${TX}u;  // threads along N
+const TY: u32 = ${TY}u;  // threads along M
+const WG: u32 = ${WG}u;
+const A_VEC: u32 = ${A_VEC}u;  // vec4s in a weight tile
+const B_ROWS: u32 = ${B_ROWS}u;  // im2col rows gathered per pass (WG is a multiple of BN)
 
 struct Params {
     has_bias: u32,
@@ -74,9 +67,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read> epi: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
+// per k of a group: (input offset of its channel, its row offset ky * dh, its column offset kx * dw, 0), so the
+// gather needs no division (unused when POINTWISE)
+@group(0) @binding(6) var<storage, read> taps: array<vec4<i32>>;
 
-var<workgroup> tile_a: array<vec4<f32>, A_VEC>;
-var<workgroup> tile_b: array<vec4<f32>, BK * BN / 4u>;
+var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;
+var<workgroup> tile_b: array<vec4<f32>, ${BK * BN // 4}>;
 
 // One output position's im2col column: where its input window starts.
 struct Column {
@@ -90,21 +86,22 @@ fn im2col(k: u32, kend: u32, c: Column) -> f32 {
     if (!c.ok || k >= kend) {
         return 0.0;
     }
-    let hw = p.h * p.w;
-    if (POINTWISE) {
-        return x[c.base + k * hw];
-    }
-    let khw = p.kh * p.kw;
-    let ci = k / khw;
-    let r = k - ci * khw;
-    let ky = r / p.kw;
-    let kx = r - ky * p.kw;
-    let iy = c.iy0 + i32(ky * p.dh);
-    let ix = c.ix0 + i32(kx * p.dw);
+#if POINTWISE
+    return x[c.base + k * p.h * p.w];
+#end
+#if not POINTWISE
+    let t = taps[k];
+    let iy = c.iy0 + t.y;
+    let ix = c.ix0 + t.z;
     if (iy < 0 || ix < 0 || iy >= i32(p.h) || ix >= i32(p.w)) {
         return 0.0;
     }
-    return x[c.base + ci * hw + u32(iy) * p.w + u32(ix)];
+    return x[c.base + u32(t.x) + u32(iy) * p.w + u32(ix)];
+#end
+}
+
+fn weights(at: u32, e: u32) -> vec4<f32> {
+    return wt[at + (e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)];
 }
 
 @compute @workgroup_size(WG)
@@ -137,101 +134,125 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let oy = sp / p.ow;
     let ox = sp - oy * p.ow;
     col.base = (nb * p.cin + g * p.cg) * p.h * p.w;
-    if (POINTWISE) {
-        col.base += sp;
-    }
+#if POINTWISE
+    col.base += sp;
+#end
     col.iy0 = i32(oy * p.sh) - i32(p.pt);
     col.ix0 = i32(ox * p.sw) - i32(p.pl);
     let a_base = g * p.kpad * p.mpad4 + m0 / 4u;
+    let b_at = brow * BN + bcol;  // where this thread's first im2col value goes in tile_b (as floats)
 
     let tx = tid % TX;
     let ty = tid / TX;
-    var acc: array<array<vec4<f32>, NV>, TM>;
-    var next_a: array<vec4<f32>, A_LOADS>;
-    var next_b: array<f32, B_LOADS>;
+#unroll i 0 TM
+#unroll j 0 NV
+    var acc_${i}_${j} = vec4<f32>(0.0);
+#end
+#end
 
     // fetch the first K step
-    for (var r = 0u; r < A_LOADS; r++) {
-        let e = tid + r * WG;
-        if (e < A_VEC) {
-            next_a[r] = wt[a_base + (kbeg + e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)];
-        }
+    var k0 = kbeg;
+#unroll r 0 A_LOADS
+#if (r + 1) * WG <= A_VEC
+    var next_a_${r} = weights(a_base + k0 * p.mpad4, tid + ${r * WG}u);
+#end
+#if (r + 1) * WG > A_VEC
+    var next_a_${r} = vec4<f32>(0.0);
+    if (tid + ${r * WG}u < A_VEC) {
+        next_a_${r} = weights(a_base + k0 * p.mpad4, tid + ${r * WG}u);
     }
-    for (var r = 0u; r < B_LOADS; r++) {
-        next_b[r] = im2col(kbeg + brow + r * B_ROWS, kend, col);
-    }
+#end
+#end
+#unroll r 0 B_LOADS
+    var next_b_${r} = im2col(k0 + brow + ${r * B_ROWS}u, kend, col);
+#end
 
-    for (var k0 = kbeg; k0 < kstop; k0 += BK) {
-        for (var r = 0u; r < A_LOADS; r++) {
-            let e = tid + r * WG;
-            if (e < A_VEC) {
-                tile_a[e] = next_a[r];
-            }
+    loop {
+        if (k0 >= kstop) {
+            break;
         }
-        for (var r = 0u; r < B_LOADS; r++) {
-            let at = (brow + r * B_ROWS) * BN + bcol;
-            tile_b[at / 4u][at % 4u] = next_b[r];
+#unroll r 0 A_LOADS
+#if (r + 1) * WG <= A_VEC
+        tile_a[tid + ${r * WG}u] = next_a_${r};
+#end
+#if (r + 1) * WG > A_VEC
+        if (tid + ${r * WG}u < A_VEC) {
+            tile_a[tid + ${r * WG}u] = next_a_${r};
         }
+#end
+#end
+#unroll r 0 B_LOADS
+        tile_b[(b_at + ${r * B_ROWS * BN}u) / 4u][bcol % 4u] = next_b_${r};
+#end
         workgroupBarrier();
         // fetch the next K step while this one is multiplied
         let kn = k0 + BK;
         if (kn < kstop) {
-            for (var r = 0u; r < A_LOADS; r++) {
-                let e = tid + r * WG;
-                if (e < A_VEC) {
-                    next_a[r] = wt[a_base + (kn + e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)];
-                }
+#unroll r 0 A_LOADS
+#if (r + 1) * WG <= A_VEC
+            next_a_${r} = weights(a_base + kn * p.mpad4, tid + ${r * WG}u);
+#end
+#if (r + 1) * WG > A_VEC
+            if (tid + ${r * WG}u < A_VEC) {
+                next_a_${r} = weights(a_base + kn * p.mpad4, tid + ${r * WG}u);
             }
-            for (var r = 0u; r < B_LOADS; r++) {
-                next_b[r] = im2col(kn + brow + r * B_ROWS, kend, col);
-            }
+#end
+#end
+#unroll r 0 B_LOADS
+            next_b_${r} = im2col(kn + brow + ${r * B_ROWS}u, kend, col);
+#end
         }
-        for (var kk = 0u; kk < BK; kk++) {
-            var a: array<vec4<f32>, MV>;
-            var b: array<vec4<f32>, NV>;
-            for (var i = 0u; i < MV; i++) {
-                a[i] = tile_a[kk * (BM / 4u) + i * TY + ty];
+        for (var kq = 0u; kq < BK; kq += ${KU}u) {
+#unroll u 0 KU
+            {
+                let kk = kq + ${u}u;
+#unroll i 0 MV
+                let a${i} = tile_a[kk * ${BM // 4}u + ${i * TY}u + ty];
+#end
+#unroll j 0 NV
+                let b${j} = tile_b[kk * ${BN // 4}u + ${j * TX}u + tx];
+#end
+#unroll i 0 MV
+#unroll c 0 4
+#unroll j 0 NV
+                acc_${i * 4 + c}_${j} = fma(vec4<f32>(a${i}[${c}]), b${j}, acc_${i * 4 + c}_${j});
+#end
+#end
+#end
             }
-            for (var j = 0u; j < NV; j++) {
-                b[j] = tile_b[kk * (BN / 4u) + j * TX + tx];
-            }
-            for (var i = 0u; i < MV; i++) {
-                for (var c = 0u; c < 4u; c++) {
-                    let av = vec4<f32>(a[i][c]);
-                    for (var j = 0u; j < NV; j++) {
-                        acc[i * 4u + c][j] = fma(av, b[j], acc[i * 4u + c][j]);
-                    }
-                }
-            }
+#end
         }
         workgroupBarrier();
+        k0 = kn;
     }
 
     // epilogue: scatter the block to NCHW (n = batch * ohw + position)
-    for (var j = 0u; j < NV; j++) {
-        for (var c = 0u; c < 4u; c++) {
-            let n = n0 + (j * TX + tx) * 4u + c;
-            if (n >= p.n) {
-                continue;
-            }
+#unroll j 0 NV
+#unroll c 0 4
+    {
+        let n = n0 + (${j * TX}u + tx) * 4u + ${c}u;
+        if (n < p.n) {
             let b = n / p.ohw;
             let base = b * p.cout * p.ohw + (n - b * p.ohw);
-            for (var i = 0u; i < MV; i++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let ml = m0 + (i * TY + ty) * 4u + r;
-                    if (ml >= p.m) {
-                        continue;
-                    }
+#unroll i 0 MV
+#unroll r 0 4
+            {
+                let ml = m0 + (${i * TY}u + ty) * 4u + ${r}u;
+                if (ml < p.m) {
                     let co = g * p.m + ml;
                     let at = base + co * p.ohw;
-                    let v = acc[i * 4u + r][j][c];
-                    if (PARTIAL) {
-                        out[split * p.total + at] = v;
-                    } else {
-                        out[at] = finish(v, co, at);
-                    }
+#if PARTIAL
+                    out[split * p.total + at] = acc_${i * 4 + r}_${j}[${c}];
+#end
+#if not PARTIAL
+                    out[at] = finish(acc_${i * 4 + r}_${j}[${c}], co, at);
+#end
                 }
             }
+#end
+#end
         }
     }
+#end
+#end
 }

@@ -1,0 +1,43 @@
+"""`facerun adapter`: the GPU adapters facerun sees, the one it would use, and why each other one is skipped."""
+
+from __future__ import annotations
+
+import click
+from .common import fmt_bytes, out, print_json
+
+
+@click.command("adapter")
+@click.option("--json", "as_json", is_flag=True, help="Print the adapters as JSON (for scripts).")
+@click.option("--allow-software", is_flag=True,
+              help="Accept software adapters (llvmpipe/lavapipe, WARP, SwiftShader), skipped by default since the CPU path "
+                   "is faster than they are. FACERUN_ALLOW_SOFTWARE=1 does the same.")
+def command(as_json: bool, allow_software: bool):
+    """List every GPU adapter of the wanted backend with its key limits, say which one facerun would use and why
+    each other one is skipped, or why none is usable.
+
+    Switches: FACERUN_GPU=off, FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off, FACERUN_GPU_ADAPTER=<name substring>."""
+    from .. import gpu
+    from ..errors import GpuError
+
+    if allow_software:
+        gpu.allow_software(True)
+    try:
+        rows = gpu.describe_adapters()
+        probe_error = None
+    except GpuError as e:
+        rows, probe_error = [], str(e)
+    reason = probe_error or gpu.adapter_reason(rows)
+    used = next((r["name"] for r in rows if r["used"]), None)
+    if as_json:
+        print_json({"adapters": rows, "used": used, "reason": reason})
+        return
+    for r in rows:
+        lim = r["limits"]
+        binding = min(v for v in (lim.get("max-storage-buffer-binding-size"), lim.get("max-buffer-size")) if v)
+        mark = "[green]*[/]" if r["used"] else " "
+        out.print(f"{mark} [bold]{r['name']}[/]  {r['backend']}, {r['type']}, {r['driver'] or r['vendor']}")
+        out.print(f"    largest binding {fmt_bytes(binding)}, workgroup memory {fmt_bytes(lim.get('max-compute-workgroup-storage-size') or 0)}, "
+                  f"{lim.get('max-compute-invocations-per-workgroup')} invocations, "
+                  f"{lim.get('max-compute-workgroups-per-dimension')} workgroups per dimension")
+        out.print("    [green]used[/]" if r["used"] else f"    skipped: {r['skipped_because']}")
+    out.print(f"facerun: {reason}")

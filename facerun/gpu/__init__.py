@@ -1,0 +1,36 @@
+"""facerun's GPU path: step programs run as WGSL compute kernels through wgpu-py.
+
+For the lead's `Net`:
+    gpu_available() -> (bool, reason)        whether a usable adapter exists (creates the device on first use)
+    attach(net, required=False)              sets net.gpu (a CheckedGpu) or net.gpu_reason
+    CheckedGpu.run(prog, feeds)              outputs by name, or None: run this one on the CPU (reason in .reason)
+    GpuModel(budget_mb=None)                 one model's GPU side without the checks:
+        .run(prog, inputs) -> dict           whole program on the device (GpuError on failure)
+        .run_per_conv(prog, inputs) -> dict  the CPU interpreter with each convolution on the GPU
+        .conv_hook                           the `conv=` hook of cpu.run_program
+    describe_adapters(), adapter_reason(), allow_software(True), set_pace(concurrency, share)
+"""
+
+from ..errors import GpuError
+from .attach import CheckedGpu, Disagreement, attach, disagreement
+from .device import adapter_reason, allow_software, broken_reason, describe_adapters, get_device, gpu_available, inject_failure
+from .pace import set_pace
+from .runner import DoesNotFit, GpuModel
+
+__all__ = [
+    "CheckedGpu",
+    "Disagreement",
+    "DoesNotFit",
+    "GpuError",
+    "GpuModel",
+    "adapter_reason",
+    "allow_software",
+    "attach",
+    "broken_reason",
+    "describe_adapters",
+    "disagreement",
+    "get_device",
+    "gpu_available",
+    "inject_failure",
+    "set_pace",
+]

@@ -1,0 +1,186 @@
+"""Checked attachment of the GPU to a model: the GPU is used for a program only after it agreed with the CPU
+interpreter on a seeded test input, and it is dropped (with the reason, said once) at the first device error, the
+run carrying on on the CPU with the right answer.
+
+The lead's `Net` holds the attachment as `net.gpu` and calls `net.gpu.run(prog, feeds)`, which returns the outputs
+or None (meaning: run this on the CPU).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from .. import program as P
+from ..errors import GpuError
+from .runner import DoesNotFit, GpuModel
+
+log = logging.getLogger("facerun.gpu")
+
+TEST_SEED = 20240229
+ABS_TOL = 1e-3  # max |gpu - cpu| <= ABS_TOL * max(1, range of the CPU output)
+MIN_COSINE = 0.9999  # per row, for vector outputs (embeddings)
+
+
+def test_inputs(prog: P.Program, seed: int = TEST_SEED) -> dict[str, np.ndarray]:
+    """The seeded check input of a program: values like a normalised image, in [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(-1.0, 1.0, prog.values[vid].shape).astype(np.float32) for name, vid in prog.inputs}
+
+
+class Disagreement(GpuError):
+    """The GPU's outputs differ from the CPU interpreter's on the check input."""
+
+
+def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> str | None:
+    """Why the GPU's outputs do not match the CPU's, or None when they agree within tolerance."""
+    for name, want in cpu.items():
+        got = gpu.get(name)
+        if got is None or got.shape != want.shape:
+            return f"output '{name}': shape {None if got is None else list(got.shape)} instead of {list(want.shape)}"
+        want64, got64 = want.astype(np.float64), got.astype(np.float64)
+        finite = np.isfinite(want64)
+        if not np.array_equal(finite, np.isfinite(got64)):
+            return f"output '{name}': non-finite values where the CPU has none (or the reverse)"
+        if not finite.any():
+            continue
+        span = float(want64[finite].max() - want64[finite].min())
+        worst = float(np.abs(want64[finite] - got64[finite]).max())
+        tol = ABS_TOL * max(1.0, span)
+        if worst > tol:
+            return f"output '{name}': off by {worst:.3g} (tolerance {tol:.3g})"
+        if want.ndim == 2 and want.shape[1] >= 16:
+            a, b = want64.reshape(want.shape[0], -1), got64.reshape(got.shape[0], -1)
+            na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+            ok = (na > 0) & (nb > 0)
+            if ok.any():
+                cos = float(((a * b).sum(axis=1)[ok] / (na[ok] * nb[ok])).min())
+                if cos < MIN_COSINE:
+                    return f"output '{name}': cosine {cos:.6f} < {MIN_COSINE}"
+    return None
+
+
+class CheckedGpu:
+    """A model's GPU, used only for programs it was checked on, dropped on the first device error.
+
+    run(prog, feeds) -> outputs, or None when this run belongs on the CPU. `reason` says why the GPU is not used
+    (None while it is); `program_reasons` why single programs run on the CPU (too large for the device, say).
+    """
+
+    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None):
+        from .. import cpu
+
+        self.model = model
+        self.cpu_run = cpu_run or cpu.run_program
+        self.strict = strict
+        self.on_drop = on_drop
+        self.reason: str | None = None
+        self.program_reasons: dict[int, str] = {}
+        self._checked: dict[int, P.Program] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def device_name(self) -> str:
+        return self.model.device_name
+
+    @property
+    def active(self) -> bool:
+        return self.reason is None
+
+    def drop(self, why: str) -> None:
+        """Stop using the GPU for this model, saying why once."""
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = why
+        log.warning("GPU dropped, running on the CPU: %s", why)
+        if self.on_drop is not None:
+            self.on_drop(why)
+
+    def conv_hook(self, prog: P.Program | None = None):
+        """The per-convolution mode's hook for cpu.run_program(prog, feeds, conv=...): each convolution on the GPU
+        alone. A device error there drops the GPU and the convolution runs on the CPU."""
+
+        def hook(step, args):
+            if self.reason is not None:
+                return None
+            try:
+                return self.model.conv_hook(step, args)
+            except DoesNotFit:
+                return None
+            except GpuError as e:
+                self.drop(str(e))
+                return None
+
+        return hook
+
+    def step_outputs(self, prog: P.Program, feeds) -> list[np.ndarray]:
+        """Every step's output computed on the GPU in one run (for parity --steps); GpuError on failure."""
+        return self.model.step_outputs(prog, feeds)
+
+    def check(self, prog: P.Program) -> None:
+        """Compare GPU and CPU on the seeded input; raises GpuError with the difference (or the device error)."""
+        inputs = test_inputs(prog)
+        want = self.cpu_run(prog, inputs)
+        got = self.model.run(prog, inputs)
+        why = disagreement(want, got)
+        if why is not None:
+            raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
+        self._checked[id(prog)] = prog
+
+    def run(self, prog: P.Program, feeds) -> dict[str, np.ndarray] | None:
+        if isinstance(feeds, np.ndarray):
+            feeds = {prog.inputs[0][0]: feeds}
+        return self._guarded(prog, lambda: self.model.run(prog, feeds))
+
+    def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]] | None:
+        """Several inputs through one program in one submission, or None: run them on the CPU."""
+        return self._guarded(prog, lambda: self.model.run_many(prog, items))
+
+    def _guarded(self, prog: P.Program, work):
+        if self.reason is not None:
+            return None
+        key = id(prog)
+        if key in self.program_reasons:
+            return None
+        try:
+            if self._checked.get(key) is not prog:
+                self.check(prog)
+            return work()
+        except DoesNotFit as e:
+            # this program alone is beyond the device (a binding, a grid): it runs on the CPU, others stay
+            self.program_reasons[key] = str(e)
+            log.warning("the program for input %s runs on the CPU: %s", list(prog.input_shape), e)
+            return None
+        except Disagreement as e:
+            if self.strict:
+                raise
+            self.drop(str(e))
+            return None
+        except GpuError as e:
+            self.drop(str(e))
+            return None
+
+
+def attach(net, required: bool = False, budget_mb: float | None = None) -> CheckedGpu | None:
+    """Give `net` a checked GPU (`net.gpu`), or say why not (`net.gpu_reason`). required=True (device="gpu") raises
+    GpuError when there is no usable GPU, and when the GPU disagrees with the CPU."""
+    try:
+        model = GpuModel(budget_mb=budget_mb)
+    except GpuError as e:
+        net.gpu = None
+        net.gpu_reason = str(e)
+        if required:
+            raise
+        return None
+
+    def dropped(why: str) -> None:
+        net.gpu = None
+        net.gpu_reason = why
+
+    gpu = CheckedGpu(model, strict=required, on_drop=dropped)
+    net.gpu = gpu
+    net.gpu_reason = None
+    return gpu
