@@ -56,12 +56,26 @@ class FacerunGroup(click.Group):
 
 @click.group(cls=FacerunGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="facerun")
-def main():
+@click.option("--gpu-concurrency", type=click.IntRange(1, None), default=None,
+              help="At most this many GPU runs at once (default: no limit).")
+@click.option("--gpu-share", type=click.FloatRange(0.05, 1.0), default=None,
+              help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F (default 1).")
+@click.option("--allow-software", "allow_software", is_flag=True,
+              help="Accept a software GPU adapter (llvmpipe/lavapipe, WARP, SwiftShader); FACERUN_ALLOW_SOFTWARE=1 too.")
+def main(gpu_concurrency, gpu_share, allow_software):
     """facerun: run and benchmark face networks (YuNet, SFace, AuraFace) on the CPU and on any GPU.
 
-    MODEL arguments take a path to an .onnx file or a built-in replica name (every-op, yunet-arch, sface-arch,
-    auraface-arch, and their -small variants), so nothing needs downloading.
+    MODEL arguments take a path to an .onnx file, a known model's name (yunet-2023mar, sface-2021dec, ...) or a
+    built-in replica name (every-op, yunet-arch, sface-arch, auraface-arch, and their -small variants), so nothing
+    needs downloading.
     """
+    if gpu_concurrency is not None or gpu_share is not None or allow_software:
+        from .gpu import allow_software as allow, set_pace
+
+        if gpu_concurrency is not None or gpu_share is not None:
+            set_pace(gpu_concurrency, gpu_share)
+        if allow_software:
+            allow(True)
 
 
 if __name__ == "__main__":

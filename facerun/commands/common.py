@@ -61,9 +61,8 @@ def input_range(net) -> tuple[float, float]:
     r = synthetic.REPLICAS.get(net.label)
     pre = getattr(r, "preprocess", None)
     if r is not None and r.kind == "embedder" and pre is not None:
-        lo = min((0 - m) / s for m, s in zip(pre.mean, pre.std))
-        hi = max((255 - m) / s for m, s in zip(pre.mean, pre.std))
-        return lo, hi
+        mean, std = np.broadcast_to(pre.mean, 3), np.broadcast_to(pre.std, 3)
+        return float(((0 - mean) / std).min()), float(((255 - mean) / std).max())
     return 0.0, 255.0
 
 

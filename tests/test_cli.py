@@ -1,0 +1,38 @@
+"""The command line as a whole: help, global options, and replica names everywhere."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from facerun.cli import COMMANDS, main
+from facerun.gpu import pace
+
+
+def test_help_lists_every_command():
+    out = CliRunner().invoke(main, ["--help"])
+    assert out.exit_code == 0
+    for name in COMMANDS:
+        assert f"  {name} " in out.output
+        sub = CliRunner().invoke(main, [name, "--help"])
+        assert sub.exit_code == 0 and "Usage:" in sub.output, name
+
+
+def test_global_pace_options_set_the_gpu_pace():
+    try:
+        out = CliRunner().invoke(main, ["--gpu-concurrency", "2", "--gpu-share", "0.25", "inspect", "every-op", "--json"])
+        assert out.exit_code == 0, out.output
+        assert pace.get_pace() == (2, 0.25)
+        assert pace.rest_after(0.1, 0.25) == 0.1 * 0.75 / 0.25
+    finally:
+        pace.set_pace(None, None)
+    bad = CliRunner().invoke(main, ["--gpu-share", "2", "inspect", "every-op"])
+    assert bad.exit_code != 0
+
+
+def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
+    out = CliRunner().invoke(main, ["parity", "auraface-arch-small", "--json"])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.output)
+    assert res["ok"] and res["outputs"][0]["shape"] == [1, 512] and res["outputs"][0]["cosine"] > 0.99999
