@@ -321,3 +321,11 @@ def test_time_runs_honours_repeat_warmup_and_budget():
     assert len(times) == bench.MIN_RUNS  # the budget is spent at once, yet three runs are timed
     times, _ = bench.time_runs(lambda: None, repeat=2, warmup=0, budget=0.0)
     assert len(times) == 2
+
+
+def test_warm_up_lasts_at_least_the_given_time():
+    calls = []
+    start = __import__("time").perf_counter()
+    times, _ = bench.time_runs(lambda: calls.append(1), repeat=3, warmup=1, budget=1e9, warmup_seconds=0.05)
+    assert len(times) == 3 and len(calls) > 4
+    assert __import__("time").perf_counter() - start >= 0.05
