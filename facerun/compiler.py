@@ -48,9 +48,12 @@ def _strides(shape) -> list[int]:
 
 
 class Compiler:
-    def __init__(self, model: ImportedModel, input_shapes: dict[str, tuple[int, ...]]):
+    def __init__(self, model: ImportedModel, input_shapes: dict[str, tuple[int, ...]], batch_items: int | None = None):
         self.model = model
         self.opset = model.opset
+        # batch_items=N: a file fixed at batch 1 compiled for N items: a constant Reshape whose leading 1 meets the
+        # N items keeps them apart (the Net checks the result against single runs before it uses the program)
+        self.batch_items = batch_items
         self.values: list[P.Value] = []
         self.steps: list[P.Step] = []
         self.producer: dict[int, P.Step] = {}
@@ -612,6 +615,10 @@ class Compiler:
     def _op_Reshape(self, node, ins):
         x = ins[0].vid
         target = self._const(node, 1, "shape")
+        n = self.batch_items
+        if n and n > 1 and np.size(target) and int(np.asarray(target).reshape(-1)[0]) == 1 and self._shape(x)[0] == n:
+            target = np.concatenate([[n], np.asarray(target).reshape(-1)[1:]]).astype(np.int64)
+            self.folded.append(f"Reshape '{node.name}': its leading 1 taken as the batch of {n}")
         self._out(node, self._view(node.outputs[0], x, self._reshape_target(node, self._shape(x), target)))
 
     def _op_Squeeze(self, node, ins):
@@ -686,5 +693,5 @@ def _onnx_dtype(to: int):
     return helper.tensor_dtype_to_np_dtype(to)
 
 
-def compile_model(model: ImportedModel, input_shapes: dict[str, tuple[int, ...]]) -> P.Program:
-    return Compiler(model, input_shapes).compile()
+def compile_model(model: ImportedModel, input_shapes: dict[str, tuple[int, ...]], batch_items: int | None = None) -> P.Program:
+    return Compiler(model, input_shapes, batch_items).compile()

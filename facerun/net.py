@@ -9,7 +9,7 @@ import numpy as np
 
 from . import cpu
 from .compiler import compile_model
-from .errors import InputError
+from .errors import InputError, ModelError
 from .onnx_import import ImportedModel, read_model
 from .program import Program
 
@@ -30,6 +30,7 @@ class Net:
         self.model = model
         self.label = label or model.path.name
         self._programs: dict[tuple, Program] = {}
+        self._separable: dict[tuple, bool] = {}  # item shape -> whether a batch program keeps items apart
         self._lock = threading.Lock()
         self.gpu = None  # a facerun.gpu attachment, when the GPU path is used
         self.gpu_reason: str | None = "not requested"
@@ -96,8 +97,8 @@ class Net:
             return prog
 
     def prog_shapes(self) -> list[tuple]:
-        """The input shapes compiled so far."""
-        return list(self._programs)
+        """The input shapes compiled so far (batch programs of fixed-batch files not included)."""
+        return [k for k in self._programs if k[0] != "batch"]
 
     def _check_shape(self, shape):
         declared = self.input_shape
@@ -157,13 +158,21 @@ class Net:
     def run_batch(self, x, device: str | None = None) -> Outputs:
         """Run N independent items (an NCHW array or a list of CHW arrays); outputs stacked along axis 0.
 
-        A model with a free batch dimension runs the batch as one program; a file fixed at batch 1 (a constant
-        Reshape to [1, -1], say) runs the items one at a time, as onnxruntime would require."""
+        A model with a free batch dimension runs the batch as one program. A file fixed at batch 1 (a constant Reshape
+        to [1, -1], say) runs as one batch program too when that program was shown to keep the items apart
+        (`batch_program`); otherwise its items run one at a time (on the GPU still in one submission)."""
         feeds = self._inputs(x)
         items = feeds[self.input_name]
         n = items.shape[0]
         if self.batch_free or n == 1:
             return self.run(feeds, device)
+        prog = self.batch_program(items.shape)
+        if prog is not None:
+            if self.gpu is not None and device != "cpu":
+                out = self.gpu.run(prog, feeds)
+                if out is not None:
+                    return Outputs((name, out[name]) for name in self.output_names)
+            return Outputs(cpu.run_program(prog, feeds))
         single = [{**feeds, self.input_name: items[i : i + 1]} for i in range(n)]
         if self.gpu is not None and device != "cpu":
             outs = self.gpu.run_many(self.program(single[0][self.input_name].shape), single)
@@ -171,6 +180,49 @@ class Net:
                 return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
         outs = [self.run(f, device="cpu") for f in single]
         return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
+
+    def batch_program(self, shape) -> Program | None:
+        """For a file fixed at batch 1: one program for `shape[0]` items, or None when the graph mixes its items.
+
+        Compiled with each constant Reshape's leading 1 taken as the batch, then accepted only if, on a seeded input of
+        two items, it gives what two single runs give, stacked (checked once per item shape)."""
+        shape = tuple(int(d) for d in shape)
+        item = (1,) + shape[1:]
+        with self._lock:
+            ok = self._separable.get(item)
+        if ok is None:
+            ok = self._check_separable(item)
+            with self._lock:
+                self._separable[item] = ok
+        if not ok:
+            return None
+        key = ("batch",) + shape
+        with self._lock:
+            prog = self._programs.get(key)
+        if prog is None:
+            prog = self._compile_items(shape)
+            with self._lock:
+                self._programs[key] = prog
+        return prog
+
+    def _compile_items(self, shape) -> Program:
+        self.program((1,) + tuple(shape[1:]))  # the single shape first: its errors are the clear ones
+        return compile_model(self.model, {self.input_name: tuple(shape)}, batch_items=shape[0])
+
+    def _check_separable(self, item) -> bool:
+        try:
+            prog = self._compile_items((2,) + tuple(item[1:]))
+        except (InputError, ModelError):
+            return False
+        x = np.random.default_rng(7).uniform(-1, 1, size=(2,) + tuple(item[1:])).astype(np.float32)
+        both = cpu.run_program(prog, {self.input_name: x})
+        singles = [cpu.run_program(self.program(item), {self.input_name: x[i : i + 1]}) for i in range(2)]
+        for name in self.output_names:
+            want = np.concatenate([s[name] for s in singles])
+            got = both[name]
+            if got.shape != want.shape or np.abs(got - want).max() > 1e-4 * max(1.0, float(np.abs(want).max())):
+                return False
+        return True
 
     def run_per_conv(self, x) -> Outputs:
         """The comparison mode: each convolution uploaded, run and read back alone on the GPU, the rest on the CPU."""

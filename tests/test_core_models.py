@@ -45,6 +45,7 @@ def test_batch_equals_single_runs():
     assert not net.batch_free
     x = np.random.default_rng(3).uniform(-2, 2, size=(5, 3, 112, 112)).astype(np.float32)
     assert net.run(x)[0].shape == (1, 640), "run() is faithful to the file, as onnxruntime is"
+    assert net.batch_program(x.shape) is not None, "the leading 1 of its Reshape is the batch: one program"
     batch = net.run_batch(x)[0]
     singles = np.concatenate([net.run(x[i : i + 1])[0] for i in range(5)])
     assert batch.shape == (5, 128)
@@ -180,3 +181,36 @@ def test_parity_steps_finds_a_departing_step(tmp_path, monkeypatch):
     first_pool = next(i for i, s in enumerate(prog.steps) if s.op == "MaxPool")
     assert res["first_departing_step"]["index"] == first_pool
     assert res["first_departing_step"]["op"] == "MaxPool"
+
+
+def test_yunet_batch_program_equals_single_runs():
+    net = load(real_model("face_detection_yunet_2023mar.onnx"))
+    x = np.random.default_rng(8).uniform(0, 255, size=(3, 3, 96, 128)).astype(np.float32)
+    prog = net.batch_program(x.shape)
+    assert prog is not None and any("taken as the batch" in f for f in prog.folded)
+    batch = net.run_batch(x)
+    for name in ("cls_8", "bbox_16", "kps_32"):
+        singles = np.concatenate([net.run(x[i : i + 1])[name] for i in range(3)])
+        assert batch[name].shape == singles.shape
+        np.testing.assert_allclose(batch[name], singles, rtol=0, atol=1e-5 * max(1.0, np.abs(singles).max()))
+
+
+def mixing_model(path):
+    """A batch-1 file whose graph mixes everything it is given: Reshape to [-1] then Softmax over all of it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Reshape", ["c", "flat"], ["f"]),
+             helper.make_node("Softmax", ["f"], ["y"], axis=0)]
+    g = helper.make_graph(nodes, "mix", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.full((2, 3, 1, 1), 0.5, np.float32), "w"),
+                           numpy_helper.from_array(np.array([-1], np.int64), "flat")])
+    return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_a_graph_that_mixes_its_items_runs_them_one_by_one(tmp_path):
+    net = load(mixing_model(tmp_path / "mix.onnx"))
+    x = np.random.default_rng(9).uniform(-1, 1, size=(3, 3, 4, 4)).astype(np.float32)
+    assert net.batch_program(x.shape) is None
+    singles = np.concatenate([net.run(x[i : i + 1])["y"] for i in range(3)])
+    np.testing.assert_allclose(net.run_batch(x)["y"], singles, rtol=1e-6)

@@ -33,20 +33,29 @@ def test_real_yunet_scores_on_the_gpu(gpu):
         assert np.abs(got[name] - want[name]).max() <= 1e-3, name
 
 
-def test_batch_of_16_is_one_submission_and_equals_16_single_runs(gpu, monkeypatch):
-    """MobileFaceNet's file is fixed at batch 1: run_batch sends the 16 items through its program in one submission."""
+def test_fixed_batch_file_runs_16_items_as_one_batch_program(gpu):
+    """MobileFaceNet's file is fixed at batch 1, but its Reshape's leading 1 is the batch: one program, 16 items."""
     net = load(real_model("MobileFaceNet.onnx"), device="gpu")
     x = _x((16, 3, 112, 112), seed=4, lo=-2, hi=2)
+    assert net.batch_program(x.shape) is not None
+    batch = net.run_batch(x)[0]
+    cpu = np.concatenate([net.run_cpu(x[i : i + 1])[0] for i in range(16)])
+    cos = np.sum(batch * cpu, 1) / (np.linalg.norm(batch, axis=1) * np.linalg.norm(cpu, axis=1))
+    assert batch.shape == (16, 128) and cos.min() >= 0.9999
+
+
+def test_items_a_graph_mixes_go_in_one_submission_and_equal_single_runs(gpu, tmp_path, monkeypatch):
+    from test_core_models import mixing_model
+
+    net = load(mixing_model(tmp_path / "mix.onnx"), device="gpu")
+    x = _x((16, 3, 4, 4), seed=4)
     calls = []
     real = GpuProgram.run_many
     monkeypatch.setattr(GpuProgram, "run_many", lambda self, items: calls.append(len(items)) or real(self, items))
-    batch = net.run_batch(x)[0]
-    assert calls == [16]
-    singles = np.concatenate([net.run(x[i : i + 1])[0] for i in range(16)])
-    cpu = np.concatenate([net.run_cpu(x[i : i + 1])[0] for i in range(16)])
+    batch = net.run_batch(x)["y"]
+    assert calls == [16], "one submission for the 16 items"
+    singles = np.concatenate([net.run_cpu(x[i : i + 1])["y"] for i in range(16)])
     assert np.abs(batch - singles).max() <= 1e-5
-    cos = np.sum(batch * cpu, 1) / (np.linalg.norm(batch, axis=1) * np.linalg.norm(cpu, axis=1))
-    assert cos.min() >= 0.9999
 
 
 def test_free_batch_replica_folds_the_batch_into_one_program(gpu):
