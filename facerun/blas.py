@@ -20,15 +20,27 @@ SMALL_MACS = 4 << 20
 
 _lock = threading.Lock()
 _api: tuple | None = None
+_lib: tuple | None = None
 _looked = False
 _current: int | None = None
 
 
-def _find() -> tuple | None:
-    global _looked, _api
-    if _looked:
-        return _api
-    _looked = True
+def openblas_symbol(name: str):
+    """A function of the OpenBLAS numpy loaded (found in this process's memory map), or None. numpy's wheels prefix
+    the symbols (scipy_) and add 64_ for the 64-bit-integer build: `openblas_symbol("get_corename")`."""
+    global _looked, _lib
+    if not _looked:
+        _looked = True
+        _lib = _load()
+    if _lib is None:
+        return None
+    lib, prefix, suffix = _lib
+    return getattr(lib, f"{prefix}{name}{suffix}", None)
+
+
+def _load():
+    import numpy  # noqa: F401  (loads OpenBLAS, so it shows in the memory map)
+
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -42,14 +54,22 @@ def _find() -> tuple | None:
         except OSError:
             continue
         for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "64_"), ("openblas_", "")):
-            setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-            getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-            if setter is not None and getter is not None:
-                setter.argtypes = [ctypes.c_int]
-                getter.restype = ctypes.c_int
-                _api = (setter, getter, int(getter()))
-                return _api
+            if getattr(lib, f"{prefix}get_num_threads{suffix}", None) is not None:
+                return lib, prefix, suffix
     return None
+
+
+def _find() -> tuple | None:
+    """(set_num_threads, get_num_threads, threads at start) of numpy's OpenBLAS, or None."""
+    global _api
+    if _api is None:
+        setter, getter = openblas_symbol("set_num_threads"), openblas_symbol("get_num_threads")
+        if setter is None or getter is None:
+            return None
+        setter.argtypes = [ctypes.c_int]
+        getter.restype = ctypes.c_int
+        _api = (setter, getter, int(getter()))
+    return _api
 
 
 def _set(n: int) -> None:

@@ -134,32 +134,19 @@ def _numpy_build_blas() -> dict:
 
 
 def _openblas_runtime() -> dict:
-    """Ask the OpenBLAS that numpy loaded (found in this process's memory map) which core type it picked."""
-    if not sys.platform.startswith("linux"):
+    """Ask the OpenBLAS that numpy loaded which core type it picked and how many threads it runs."""
+    from .blas import openblas_symbol
+
+    corename = openblas_symbol("get_corename")
+    if corename is None:
         return {}
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ".so" in ln})
-    except OSError:
-        return {}
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        # numpy's wheels prefix the symbols (scipy_) and add 64_ for the 64-bit-integer build
-        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "64_"), ("openblas_", "")):
-            corename = getattr(lib, f"{prefix}get_corename{suffix}", None)
-            if corename is None:
-                continue
-            corename.restype = ctypes.c_char_p
-            out = {"corename": corename().decode(errors="replace")}
-            threads = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-            if threads is not None:
-                threads.restype = ctypes.c_int
-                out["threads"] = int(threads())
-            return out
-    return {}
+    corename.restype = ctypes.c_char_p
+    out = {"corename": corename().decode(errors="replace")}
+    threads = openblas_symbol("get_num_threads")
+    if threads is not None:
+        threads.restype = ctypes.c_int
+        out["threads"] = int(threads())
+    return out
 
 
 def device_info(allow_software: bool | None = None) -> dict:
