@@ -36,3 +36,20 @@ def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
     assert out.exit_code == 0, out.output
     res = json.loads(out.output)
     assert res["ok"] and res["outputs"][0]["shape"] == [1, 512] and res["outputs"][0]["cosine"] > 0.99999
+
+
+import pytest
+
+from facerun import synthetic
+
+
+@pytest.mark.parametrize("name", sorted(synthetic.REPLICAS))
+def test_parity_and_inspect_on_every_replica(name):
+    out = CliRunner().invoke(main, ["inspect", name, "--json"])
+    assert out.exit_code == 0, out.output
+    info = json.loads(out.output)
+    assert info["totals"]["steps"] > 0 and info["totals"]["macs"] > 0
+    size = ["--size", "160x96"] if name == "yunet-arch" else []
+    out = CliRunner().invoke(main, ["parity", name, "--json", *size])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["ok"]

@@ -105,3 +105,16 @@ def test_bench_and_compare_saves_and_compares_two_runs(tmp_path):
     again = tmp_path / "again"
     run_example("bench_and_compare.py", again, "--repeat", "2", "--paths", "cpu", "--baseline", tmp_path / "run-a.json")
     assert sorted(p.name for p in again.iterdir()) == ["run-b.json"]
+
+
+def test_timing_prints_every_path_with_a_number_or_a_reason(models_dir, data_dir):
+    photo = data_dir / "faces" / "obama" / "obama-720p.jpg"
+    done = run_example("timing.py", "detect", photo, "--repeat", "2")
+    rows = {line.split("  ")[0].strip(): line for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"facerun cpu", "facerun gpu", "opencv FaceDetectorYN"}
+    assert "1 faces" in rows["facerun cpu"] and "1 faces" in rows["opencv FaceDetectorYN"]
+    assert float(rows["facerun cpu"].split()[2]) > 0
+    done = run_example("timing.py", "embed", "sface-arch-small", "--faces", "8", "--batch", "4", "--repeat", "1")
+    lines = done.stdout.splitlines()[1:]
+    assert [l.split("  ")[0].strip() for l in lines] == ["facerun cpu", "facerun gpu", "onnxruntime cpu", "onnxruntime webgpu"]
+    assert "faces/s" in lines[0] and float(lines[0].split()[2]) > 0
