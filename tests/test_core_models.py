@@ -12,7 +12,7 @@ from facerun.net import load
 from facerun.parity import compare
 
 from conftest import real_model
-from onnx_graphs import one_node, save
+from onnx_graphs import save
 
 
 def _against_ort(path, shape, lo=0.0, hi=255.0, seed=1):

@@ -19,7 +19,7 @@ from facerun import yunet
 from facerun.cli import main
 from facerun.detect import DEFAULT_MAX_SIDE, Detector, Face
 from facerun.draw import BOX_COLOUR
-from facerun.errors import GpuError, InputError, ModelError
+from facerun.errors import InputError, ModelError
 from facerun.evaluate import box_iou
 from facerun.images import iter_images, load_image
 

@@ -16,7 +16,7 @@ from PIL import Image
 from facerun.cli import main
 from facerun.detect import Detector
 from facerun.embed import Embedder, cosine, cosine_matrix, largest
-from facerun.errors import GpuError, InputError, ModelError
+from facerun.errors import InputError, ModelError
 from facerun.images import load_image
 
 MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))

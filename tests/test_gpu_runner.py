@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from gpu_fixtures import Builder, close, gpu, gpu_model  # noqa: F401 (fixtures)
+from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 import facerun
 from facerun import cpu
