@@ -171,10 +171,12 @@ def resolve(name_or_path, models_dir=None) -> Path:
         candidate = folder / text
         if candidate.is_file():
             return candidate
+    from .synthetic import REPLICAS
+
     known_names = ", ".join(m.name for m in KNOWN)
     raise ModelError(
-        f"model '{text}' is not a file, a known model ({known_names}) or a file in {_where(dirs)}; "
-        f"see `facerun models list`"
+        f"model '{text}' is not a file, a known model ({known_names}), a built-in replica ({', '.join(REPLICAS)}) "
+        f"or a file in {_where(dirs)}; see `facerun models list`"
     )
 
 
