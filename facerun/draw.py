@@ -8,7 +8,6 @@ from PIL import Image, ImageDraw, ImageFont
 BOX_COLOUR = (0, 255, 0)
 # one colour per landmark, in YuNet's order: right eye, left eye, nose tip, right mouth corner, left mouth corner
 LANDMARK_COLOURS = ((255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 0, 255), (0, 255, 255))
-LANDMARK_NAMES = ("right eye", "left eye", "nose tip", "right mouth corner", "left mouth corner")
 
 
 def draw_faces(rgb: np.ndarray, faces) -> Image.Image:

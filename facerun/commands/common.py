@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 import numpy as np
@@ -82,7 +81,3 @@ def fmt_bytes(n: float) -> str:
         if n >= div:
             return f"{n / div:.1f} {unit}"
     return f"{n:.0f} B"
-
-
-def stdout_is_tty() -> bool:
-    return sys.stdout.isatty()

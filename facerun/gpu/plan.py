@@ -283,7 +283,6 @@ class GemmPlan:
 
 
 GEMV_ROWS = 8  # rows of x per gemv workgroup: the weights are streamed once per 8 rows
-GEMV_THREADS = 128
 
 
 def plan_gemm(m: int, k: int, n: int, limits: Limits = Limits()) -> GemmPlan:
