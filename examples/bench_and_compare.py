@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import facerun
-from facerun import bench
+from facerun.bench import bench
 
 MODELS = ["sface-arch-small", "auraface-arch-small"]  # random-weight replicas: nothing to download
 

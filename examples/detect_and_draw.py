@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import facerun
-from facerun.draw import draw_faces
-from facerun.images import iter_images, load_image
+from facerun.face.draw import draw_faces
+from facerun.face.images import iter_images, load_image
 
 
 def main(argv=None) -> int:

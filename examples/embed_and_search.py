@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import facerun
-from facerun.detect import Detector
-from facerun.embed import Embedder, cosine_matrix
-from facerun.images import iter_images
+from facerun.face.detect import Detector
+from facerun.face.embed import Embedder, cosine_matrix
+from facerun.face.images import iter_images
 
 
 def main(argv=None) -> int:

@@ -33,7 +33,7 @@ def median_ms(fn, repeat: int, warmup: int = 2) -> float:
 
 
 def detect(args) -> list[tuple[str, float, str]]:
-    from facerun.images import load_image
+    from facerun.face.images import load_image
 
     rgb = load_image(args.photo)
     rows = []
@@ -48,7 +48,7 @@ def detect(args) -> list[tuple[str, float, str]]:
     try:
         import cv2
 
-        from facerun.models import default_detector
+        from facerun.zoo.find import default_detector
 
         h, w = rgb.shape[:2]
         yn = cv2.FaceDetectorYN.create(str(default_detector()), "", (w, h), 0.6, 0.3, 5000)
@@ -61,8 +61,8 @@ def detect(args) -> list[tuple[str, float, str]]:
 
 
 def embed(args) -> list[tuple[str, float, str]]:
-    from facerun import oracle
-    from facerun.embed import Embedder
+    from facerun.bench import oracle
+    from facerun.face.embed import Embedder
 
     rng = np.random.default_rng(0)
     crops = rng.integers(0, 256, size=(args.faces, 112, 112, 3), dtype=np.uint8)

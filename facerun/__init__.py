@@ -31,11 +31,11 @@ def __getattr__(name):
 
         return getattr(net, name)
     if name == "Detector":
-        from .detect import Detector
+        from .face.detect import Detector
 
         return Detector
     if name == "Embedder":
-        from .embed import Embedder
+        from .face.embed import Embedder
 
         return Embedder
     raise AttributeError(f"module 'facerun' has no attribute '{name}'")

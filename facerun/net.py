@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from . import cpu
-from .compiler import compile_model
+from .onnx.compile import compile_model
 from .errors import InputError, ModelError
-from .onnx_import import ImportedModel, read_model
+from .onnx.read import ImportedModel, read_model
 from .program import Program
 
 
@@ -246,14 +246,14 @@ def _fmt(shape) -> str:
 
 def resolve_model_path(name) -> tuple[Path, str]:
     """A model argument -> (file, label): an existing file, a built-in replica name, or a known model's name."""
-    from . import synthetic
+    from .zoo import replicas as synthetic
 
     p = Path(name)
     if p.exists():
         return p, p.name
     if synthetic.is_replica(str(name)):
         return synthetic.replica_path(str(name)), str(name)
-    from .models import resolve
+    from .zoo.find import resolve
 
     return resolve(str(name)), str(name)
 
@@ -263,7 +263,7 @@ def load(path, device: str = "cpu") -> Net:
     p, label = resolve_model_path(path)
     net = Net(read_model(p), label=label)
     if device in ("gpu", "auto"):
-        from .gpu.attach import attach
+        from .gpu.checked import attach
 
         attach(net, required=(device == "gpu"))
     elif device != "cpu":

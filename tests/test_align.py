@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from facerun import align
+from facerun.face import align
 from facerun.errors import InputError
 
 MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
@@ -160,7 +160,7 @@ def test_facerun_landmarks_align_like_opencv(opencv_faces):
     """The whole path: facerun's own detector on RGB, then facerun's alignment, against OpenCV end to end."""
     import cv2
 
-    from facerun.detect import Detector
+    from facerun.face.detect import Detector
 
     recognizer = cv2.FaceRecognizerSF.create(str(RECOGNIZER_MODEL), "")
     detector = Detector(YUNET, device="cpu", max_side=0)

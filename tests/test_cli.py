@@ -40,7 +40,7 @@ def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
 
 import pytest
 
-from facerun import synthetic
+from facerun.zoo import replicas as synthetic
 
 
 @pytest.mark.parametrize("name", sorted(synthetic.REPLICAS))

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from facerun import InputError, ModelError, UnsupportedOps, oracle
+from facerun import InputError, ModelError, UnsupportedOps
+
+from facerun.bench import oracle
 from facerun.cli import main
 from facerun.net import load
-from facerun.parity import compare
+from facerun.agree import compare
 
 from conftest import real_model
 from onnx_graphs import save

@@ -15,13 +15,13 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from facerun import yunet
+from facerun.face import yunet
 from facerun.cli import main
-from facerun.detect import DEFAULT_MAX_SIDE, Detector, Face
-from facerun.draw import BOX_COLOUR
+from facerun.face.detect import DEFAULT_MAX_SIDE, Detector, Face
+from facerun.face.draw import BOX_COLOUR
 from facerun.errors import InputError, ModelError
-from facerun.evaluate import box_iou
-from facerun.images import iter_images, load_image
+from facerun.face.evaluate import box_iou
+from facerun.face.images import iter_images, load_image
 
 cv2 = pytest.importorskip("cv2")
 

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 from facerun.cli import main
-from facerun.detect import Detector
-from facerun.embed import Embedder, cosine, cosine_matrix, largest
+from facerun.face.detect import Detector
+from facerun.face.embed import Embedder, cosine, cosine_matrix, largest
 from facerun.errors import InputError, ModelError
-from facerun.images import load_image
+from facerun.face.images import load_image
 
 MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
 DATA = Path(os.environ.get("FACERUN_DATA", "/work/shared/data"))
@@ -87,7 +87,7 @@ def photos_and_faces():
 @pytest.fixture(scope="module")
 def crops(photos_and_faces):
     """16 aligned 112x112 RGB crops, the largest face of each photo."""
-    from facerun.align import align_face
+    from facerun.face.align import align_face
 
     return np.stack([align_face(rgb, largest(faces)[0].landmarks) for _, rgb, faces in photos_and_faces])
 
@@ -96,7 +96,7 @@ def crops(photos_and_faces):
 
 
 def _onnxruntime_embeddings(path: Path, crops: np.ndarray, mean, std, one_at_a_time: bool) -> np.ndarray:
-    from facerun import oracle
+    from facerun.bench import oracle
 
     if not oracle.available():
         pytest.skip("onnxruntime not installed")

@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from facerun.cli import main
-from facerun.detect import Detector
+from facerun.face.detect import Detector
 from facerun.errors import InputError
-from facerun.evaluate import (GroundTruth, SIZE_BUCKETS, average_precision, box_iou, evaluate, parse_wider_gt,
+from facerun.face.evaluate import (GroundTruth, SIZE_BUCKETS, average_precision, box_iou, evaluate, parse_wider_gt,
                               score_detections)
-from facerun.images import load_image
+from facerun.face.images import load_image
 
 cv2 = pytest.importorskip("cv2")
 

@@ -37,8 +37,8 @@ def trailing_json(text: str):
 
 
 def test_detect_and_draw_writes_annotated_copies(models_dir, data_dir, tmp_path):
-    needs_module("facerun.detect")
-    needs_module("facerun.draw")
+    needs_module("facerun.face.detect")
+    needs_module("facerun.face.draw")
     photos = data_dir / "faces" / "group"
     done = run_example("detect_and_draw.py", photos, tmp_path / "out", "--limit", "2")
     summary = trailing_json(done.stdout)["photos"]
@@ -62,7 +62,7 @@ def test_detect_and_draw_writes_annotated_copies(models_dir, data_dir, tmp_path)
 
 
 def test_embed_and_search_finds_the_same_person_first(models_dir, data_dir, tmp_path):
-    needs_module("facerun.embed")
+    needs_module("facerun.face.embed")
     if not (models_dir / "MobileFaceNet.onnx").exists():
         pytest.skip("no embedder in the shared models")
     faces = data_dir / "faces"
@@ -88,7 +88,7 @@ def test_embed_and_search_finds_the_same_person_first(models_dir, data_dir, tmp_
 
 def test_bench_and_compare_saves_and_compares_two_runs(tmp_path):
     done = run_example("bench_and_compare.py", tmp_path, "--repeat", "2", "--paths", "cpu,gpu")
-    from facerun import bench
+    from facerun.bench import bench
 
     a, b = bench.load_result(tmp_path / "run-a.json"), bench.load_result(tmp_path / "run-b.json")
     for data in (a, b):

@@ -17,7 +17,7 @@ from facerun import program as P
 from facerun.errors import GpuError
 from facerun.gpu import CheckedGpu, DoesNotFit, GpuModel, attach, disagreement
 from facerun.gpu import device as D
-from facerun.gpu.attach import test_inputs as check_inputs
+from facerun.gpu.checked import test_inputs as check_inputs
 from facerun.gpu.plan import Limits
 
 pytestmark = pytest.mark.gpu

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from facerun.errors import ImageError
-from facerun.images import iter_images, load_image
+from facerun.face.images import iter_images, load_image
 
 cv2 = pytest.importorskip("cv2")
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from facerun import known, models
+from facerun.zoo import known
+
+from facerun.zoo import find as models
 from facerun.cli import main
 from facerun.errors import ModelError
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from facerun import oracle
+from facerun.bench import oracle
 from facerun.net import load
-from facerun.parity import compare
+from facerun.agree import compare
 
 from onnx_graphs import one_node, save
 

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from facerun import synthetic
+from facerun.zoo import replicas as synthetic
 from facerun.errors import ModelError
 
 ort = pytest.importorskip("onnxruntime")

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import bench
+from ..bench import bench
 from ..errors import InputError
 from .common import err, out, parse_size, print_json
 
@@ -134,7 +134,7 @@ def _parity_cell(r: bench.Row) -> str:
 
 
 def print_result(result: bench.BenchResult) -> None:
-    from ..machine import describe_device, describe_machine
+    from ..bench.machine import describe_device, describe_machine
 
     out.print(f"[bold]machine[/]: {describe_machine(result.machine)}")
     device = describe_device(result.device)
@@ -169,7 +169,7 @@ def print_result(result: bench.BenchResult) -> None:
 
 
 def _compare(path_a: Path, path_b: Path, as_json: bool) -> None:
-    from ..machine import describe_device, describe_machine
+    from ..bench.machine import describe_device, describe_machine
 
     a, b = bench.load_result(path_a), bench.load_result(path_b)
     rows = bench.compare(a, b)

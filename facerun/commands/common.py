@@ -46,7 +46,7 @@ def sample_input(net, shape, seed: int = 0) -> np.ndarray:
 
 def input_range(net) -> tuple[float, float]:
     try:
-        from ..known import by_sha256
+        from ..zoo.known import by_sha256
 
         k = by_sha256(net.sha256)
     except ImportError:
@@ -55,7 +55,7 @@ def input_range(net) -> tuple[float, float]:
         lo = min((0 - m) / s for m, s in zip(k.mean, k.std))
         hi = max((255 - m) / s for m, s in zip(k.mean, k.std))
         return lo, hi
-    from .. import synthetic
+    from ..zoo import replicas as synthetic
 
     r = synthetic.REPLICAS.get(net.label)
     pre = getattr(r, "preprocess", None)

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from ..errors import ImageError
-from ..known import KNOWN
+from ..zoo.known import KNOWN
 from .embed import embedder_options, make_detector, make_embedder
 
 
@@ -48,8 +48,8 @@ Replicas have random weights, so no threshold means anything for them; the verdi
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"a","b","model","cosine","threshold","same"} as one JSON object.')
 def command(a, b, model, device, detector_model, input_size, mean, std, bgr, threshold, as_json):
-    from ..embed import cosine, largest, same_person
-    from ..images import load_image
+    from ..face.embed import cosine, largest, same_person
+    from ..face.images import load_image
 
     # read both photos first, so a missing second file fails before any model is loaded
     photos = [(path, load_image(path)) for path in (a, b)]

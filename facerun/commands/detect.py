@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..detect import DEFAULT_MAX_SIDE, Detector
+from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..errors import FacerunError, ImageError, InputError
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
@@ -69,7 +69,7 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
     tip, right and left mouth corner, as seen from the subject), in the original photo's pixel coordinates.
     A file that cannot be read is reported and skipped; the exit status is then 1. No face is not an error.
     """
-    from ..images import iter_images, load_image
+    from ..face.images import iter_images, load_image
 
     paths = iter_images(images)
     if not paths:
@@ -169,7 +169,7 @@ def _draw_path(target: Path, image: Path, used: set[str]) -> Path:
 
 
 def _write_drawing(rgb, faces, path: Path) -> None:
-    from ..draw import draw_faces
+    from ..face.draw import draw_faces
 
     picture = draw_faces(rgb, faces)
     if picture.mode != "RGB":

@@ -48,14 +48,14 @@ def embedder_options(function):
 
 
 def make_embedder(model, device, input_size, mean, std, bgr, threshold=None):
-    from ..embed import Embedder
+    from ..face.embed import Embedder
 
     return Embedder(model=model, device=device, input_size=input_size, mean=mean, std=std, bgr=bgr,
                     threshold=threshold)
 
 
 def make_detector(detector_model, device):
-    from ..detect import Detector
+    from ..face.detect import Detector
 
     return Detector(model=detector_model, device=device)
 
@@ -78,8 +78,8 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     similarity. An image with no face is reported and skipped; an unreadable file is reported, the rest go on and
     the exit status is 1. Output files are written whole or not at all.
     """
-    from ..embed import Timing
-    from ..images import iter_images
+    from ..face.embed import Timing
+    from ..face.images import iter_images
 
     outputs = _plan_outputs(out_path) if out_path is not None else None
     paths = iter_images(images)

@@ -31,8 +31,8 @@ def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_
     by --score, so a lower --score (e.g. 0.3) traces more of the curve. Sizes are sqrt(w*h) of the GT box:
     small < 32 px, medium 32-96, large > 96.
     """
-    from ..evaluate import evaluate, parse_wider_gt
-    from ..images import load_image
+    from ..face.evaluate import evaluate, parse_wider_gt
+    from ..face.images import load_image
 
     ground_truth = parse_wider_gt(gt_file)
     if not images_dir.is_dir():

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from .. import models as model_store
+from ..zoo import find as model_store
 from ..errors import ModelError
-from ..known import KNOWN, by_name
+from ..zoo.known import KNOWN, by_name
 
 _MODELS_HELP = "Look in DIR first (before $FACERUN_MODELS and the cache folder)."
 

@@ -28,7 +28,7 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
     departs.
 
     MODEL is an .onnx file or a built-in replica name."""
-    from .. import parity
+    from .. import agree as parity
     from ..net import load
 
     against = against or ("onnxruntime" if device == "cpu" else "cpu")
@@ -44,7 +44,7 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
     x = sample_input(net, shape, seed)
 
     if against == "onnxruntime":
-        from .. import oracle
+        from ..bench import oracle
 
         sess = oracle.session(net.path)
         reference = oracle.run(sess, {net.input_name: x})
@@ -61,7 +61,7 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
         if device == "gpu":
             first, compared = parity.first_departing_gpu_step(net, x)
         else:
-            from .. import oracle
+            from ..bench import oracle
 
             def reference_steps(names):
                 return oracle.run(oracle.session(net.path, extra_outputs=[n for n in names if n not in net.output_names]), {net.input_name: x})

@@ -12,7 +12,7 @@ For the lead's `Net`:
 """
 
 from ..errors import GpuError
-from .attach import CheckedGpu, Disagreement, attach, disagreement
+from .checked import CheckedGpu, Disagreement, attach, disagreement
 from .device import adapter_reason, allow_software, broken_reason, describe_adapters, get_device, gpu_available, inject_failure
 from .pace import set_pace
 from .runner import DoesNotFit, GpuModel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 # Where the five landmarks sit in a 112x112 ArcFace crop, in YuNet's order: right eye, left eye, nose tip, right and
 # left mouth corner (as seen from the subject). Used by InsightFace and OpenCV alike.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from .errors import ModelError
+from ..errors import ModelError
 
 PAD_DIVISOR = 32  # OpenCV pads the image bottom/right to a multiple of this before the forward pass
 STRIDES = (8, 16, 32)

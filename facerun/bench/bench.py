@@ -15,7 +15,7 @@ runs), and judged against the CPU interpreter on the same input: detectors by ma
 relative to each output's range, embedders by cosine similarity. A path that cannot run here (no GPU adapter,
 onnxruntime missing) gives a row that says why instead of failing the benchmark.
 
-    from facerun import bench
+    from facerun.bench import bench
     result = bench.run(bench.discover(["sface-arch-small"]), bench.Settings(repeat=5))
     result.save("run.json"); bench.compare(bench.load_result("a.json"), bench.load_result("b.json"))
 """
@@ -34,8 +34,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import parity
-from .errors import FacerunError, InputError
+from .. import agree as parity
+from ..errors import FacerunError, InputError
 
 PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime", "onnxruntime-batch",
          "onnxruntime-webgpu", "onnxruntime-webgpu-batch")
@@ -47,7 +47,7 @@ WEBGPU_PATHS = frozenset({"onnxruntime-webgpu", "onnxruntime-webgpu-batch"})
 DEFAULT_REPLICAS = ("yunet-arch", "sface-arch", "auraface-arch")
 DEFAULT_SIZES = ((640, 640),)  # YuNet's training crop, and the size its published benchmarks use
 
-# Parity: onnxruntime is held to facerun.parity's tolerance (1e-4 of each output's range); the GPU computes in a
+# Parity: onnxruntime is held to facerun.agree's tolerance (1e-4 of each output's range); the GPU computes in a
 # different order (tiled sums, fused epilogues), so its paths get 1e-3. Embeddings are compared by direction.
 GPU_TOLERANCE = 1e-3
 MIN_COSINE = 0.9999
@@ -146,8 +146,8 @@ class BenchResult:
 def discover(names=(), models_dir=None) -> list[ModelSpec]:
     """The models to benchmark: every .onnx file in `models_dir`, then each name (a file, a replica name or a known
     model's name, looked up in `models_dir` and facerun's search path); the built-in replicas when both are empty."""
-    from . import synthetic
-    from .known import by_sha256, sha256_of
+    from ..zoo import replicas as synthetic
+    from ..zoo.known import by_sha256, sha256_of
 
     entries: list[Path | str] = []  # files, and replica names, in the order given
     if models_dir is not None:
@@ -165,7 +165,7 @@ def discover(names=(), models_dir=None) -> list[ModelSpec]:
         elif Path(name).is_file():
             entries.append(Path(name))
         else:
-            from .models import resolve
+            from ..zoo.find import resolve
 
             entries.append(resolve(name, models_dir))
     specs: list[ModelSpec] = []
@@ -188,8 +188,8 @@ def discover(names=(), models_dir=None) -> list[ModelSpec]:
 def classify(net) -> str:
     """"detector", "embedder" or "other": by sha256 for known models, by registry for replicas, else by graph shape
     (a 4-D image input of a small fixed size and one 2-D output is an embedder; anything else is a detector)."""
-    from . import synthetic
-    from .known import by_sha256
+    from ..zoo import replicas as synthetic
+    from ..zoo.known import by_sha256
 
     known = by_sha256(net.sha256)
     if known is not None:
@@ -208,8 +208,8 @@ def classify(net) -> str:
 
 def input_range(net) -> tuple[float, float]:
     """Where the model's input values live: 0..255 pixels, or pixels already normalised as (x - mean) / std."""
-    from . import synthetic
-    from .known import by_sha256
+    from ..zoo import replicas as synthetic
+    from ..zoo.known import by_sha256
 
     known = by_sha256(net.sha256)
     if known is not None:
@@ -451,7 +451,7 @@ class Loaded:
 
 
 def load_models(specs: list[ModelSpec], settings: Settings, on_load: Callable[[str], None] | None = None) -> list[Loaded]:
-    from .net import load
+    from ..net import load
 
     if settings.allow_software:
         _allow_software()
@@ -470,7 +470,7 @@ def load_models(specs: list[ModelSpec], settings: Settings, on_load: Callable[[s
 
 
 def _allow_software() -> None:
-    from .gpu import allow_software
+    from ..gpu import allow_software
 
     allow_software(True)
 

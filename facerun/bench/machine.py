@@ -135,7 +135,7 @@ def _numpy_build_blas() -> dict:
 
 def _openblas_runtime() -> dict:
     """Ask the OpenBLAS that numpy loaded which core type it picked and how many threads it runs."""
-    from .blas import openblas_symbol
+    from ..blas import openblas_symbol
 
     corename = openblas_symbol("get_corename")
     if corename is None:
@@ -152,7 +152,7 @@ def _openblas_runtime() -> dict:
 def device_info(allow_software: bool | None = None) -> dict:
     """The GPU adapter facerun would use (name, backend, type, driver) and `reason` in words, or why there is none."""
     try:
-        from .gpu import device as gpu_device
+        from ..gpu import device as gpu_device
     except Exception as e:  # the GPU part missing or wgpu not importable
         return {"name": None, "reason": f"GPU support unavailable: {type(e).__name__}: {e}"}
     try:
@@ -228,7 +228,7 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         if dist == "facerun":
-            from . import __version__
+            from .. import __version__
 
             return __version__
         return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import ModelError
+from ..errors import ModelError
 from .known import KNOWN, KnownModel, by_name, by_sha256, sha256_of
 
 ProgressCallback = Callable[[int, "int | None"], None]  # (bytes done, total bytes or None)
@@ -171,7 +171,7 @@ def resolve(name_or_path, models_dir=None) -> Path:
         candidate = folder / text
         if candidate.is_file():
             return candidate
-    from .synthetic import REPLICAS
+    from .replicas import REPLICAS
 
     known_names = ", ".join(m.name for m in KNOWN)
     raise ModelError(

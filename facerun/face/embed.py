@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from . import align
-from .errors import FacerunError, ImageError, InputError, ModelError
+from ..errors import FacerunError, ImageError, InputError, ModelError
 
 log = logging.getLogger("facerun")
 
@@ -176,7 +176,7 @@ class Embedder:
         self.requested_device = device
         self.known = None
         if replica is None:
-            from .known import by_sha256
+            from ..zoo.known import by_sha256
 
             self.known = by_sha256(self.net.sha256)
         self.name = self.known.name if self.known is not None else label
@@ -448,7 +448,7 @@ def largest(faces: list) -> list:
 
 def default_embedder(models_dir=None) -> Path:
     """The first known embedder found in the model folders (sface-2021dec, auraface-v1, mobilefacenet)."""
-    from . import models
+    from ..zoo import find as models
 
     for name in DEFAULT_EMBEDDERS:
         try:
@@ -468,7 +468,7 @@ def _checked_std(std: tuple[float, float, float]) -> tuple[float, float, float]:
 
 def _resolve(model, models_dir):
     """model argument -> (file, label, replica entry or None)."""
-    from . import synthetic
+    from ..zoo import replicas as synthetic
 
     if model is None:
         path = default_embedder(models_dir)
@@ -476,7 +476,7 @@ def _resolve(model, models_dir):
     text = str(model)
     if not Path(text).exists() and synthetic.is_replica(text):
         return synthetic.replica_path(text), text, synthetic.get_replica(text)
-    from . import models
+    from ..zoo import find as models
 
     path = models.resolve(text, models_dir)
     return path, path.name, None

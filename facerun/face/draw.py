@@ -11,7 +11,7 @@ LANDMARK_COLOURS = ((255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 0, 255), (0, 25
 
 
 def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
-    """A copy of `rgb` (HxWx3 uint8) with every face drawn on it; `faces` are facerun.detect.Face objects."""
+    """A copy of `rgb` (HxWx3 uint8) with every face drawn on it; `faces` are facerun.face.detect.Face objects."""
     image = Image.fromarray(np.asarray(rgb, dtype=np.uint8)).convert("RGB")
     draw = ImageDraw.Draw(image)
     # widths grow with the photo so a box stays visible on a 4000 px photo without swamping a 300 px one

@@ -12,9 +12,9 @@ from math import ceil, prod
 
 import numpy as np
 
-from . import program as P
-from .errors import InputError, ModelError
-from .onnx_import import ImportedModel, Node
+from .. import program as P
+from ..errors import InputError, ModelError
+from .read import ImportedModel, Node
 
 F32_MAX = float(np.finfo(np.float32).max)
 

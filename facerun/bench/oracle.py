@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import FacerunError
+from ..errors import FacerunError
 
 
 def available() -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ModelError, UnsupportedOps
+from ..errors import ModelError, UnsupportedOps
 
 # Operators the compiler handles (default ONNX domain). Identity and Dropout compile to views.
 SUPPORTED = frozenset(

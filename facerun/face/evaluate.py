@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 IOU_THRESHOLD = 0.5
 SIZE_BUCKETS = {"small": (0.0, 32.0), "medium": (32.0, 96.0), "large": (96.0, float("inf"))}

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .errors import ModelError
+from ..errors import ModelError
 
 # Bump to regenerate every cached replica even when this file's text is unchanged (e.g. a change in a helper module).
 FORMAT_VERSION = 1
@@ -127,7 +127,7 @@ class _Graph:
               graph_name: str, doc: str) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, graph_name, inputs, outputs, initializer=self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=_IR_FOR_OPSET[opset], producer_name="facerun.synthetic",
+                              ir_version=_IR_FOR_OPSET[opset], producer_name="facerun.zoo.replicas",
                               producer_version=str(FORMAT_VERSION), doc_string=doc)
         return m
 

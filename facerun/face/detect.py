@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from . import yunet
-from .errors import InputError
+from ..errors import InputError
 from .images import load_image
 
 # YuNet draws boxes as exp(size) * stride around its anchors, and it was trained on 640x640 crops, so a face much
@@ -37,7 +37,7 @@ class Face:
 class Detector:
     """YuNet (2023mar by default; 2022mar works too) with OpenCV's pre- and post-processing.
 
-    model: None (YuNet 2023mar, found by `facerun.models`), a path or a known model name.
+    model: None (YuNet 2023mar, found by `facerun.zoo.find`), a path or a known model name.
     max_side: images whose longer side exceeds it are shrunk first (0 keeps full size); faces come back in the
     original image's coordinates either way.
     """
@@ -97,8 +97,8 @@ def _checked_rgb(image) -> np.ndarray:
 
 
 def _resolve_model(model) -> Path:
-    from . import models
-    from .net import resolve_model_path
+    from ..zoo import find as models
+    from ..net import resolve_model_path
 
     # a path, a built-in replica (yunet-arch) or a known model's name
     return models.default_detector() if model is None else resolve_model_path(model)[0]

@@ -1,0 +1,1 @@
+"""Benchmarks: timing tables, the machine description, the reference oracles."""

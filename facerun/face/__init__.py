@@ -1,0 +1,1 @@
+"""The face jobs: detection, alignment, embedding, evaluation, drawing, image loading."""

@@ -1,0 +1,1 @@
+"""Reading ONNX files and compiling them into step programs."""

@@ -1,0 +1,1 @@
+"""Model identity: known files, the search path and cache, built-in replicas."""
