@@ -21,6 +21,7 @@ COMMANDS = {
     "compare": "compare",
     "adapter": "adapter",
     "bench": "bench",
+    "tune": "tune",
 }
 
 

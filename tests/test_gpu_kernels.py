@@ -43,11 +43,11 @@ def conv_reference(x, w, bias, stride, pads, groups, dilation=(1, 1)):
     """The definition: out[n, co, y, x] = bias[co] + sum over the group's channels and the window, in float64."""
     n, cin, h, wd = x.shape
     cout, cg, kh, kw = w.shape
-    t, l, b, r = pads
+    top, left, bottom, right = pads
     (sh, sw), (dh, dw) = stride, dilation
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (l, r)))
-    oh = (h + t + b - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + l + r - dw * (kw - 1) - 1) // sw + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + left + right - dw * (kw - 1) - 1) // sw + 1
     m = cout // groups
     out = np.zeros((n, cout, oh, ow))
     for g in range(groups):

@@ -21,7 +21,7 @@ from facerun.gpu.plan import (
     plan_conv,
     plan_gemm,
 )
-from facerun.gpu.runner import SlotPlanner, pack_conv_weights
+from facerun.gpu.memory import SlotPlanner, pack_conv_weights
 
 BIG = Limits(max_workgroups_per_dim=65535, max_binding=2 << 30, max_invocations=1024, max_workgroup_storage=49152)
 

@@ -2,8 +2,8 @@
 interpreter on a seeded test input, and it is dropped (with the reason, said once) at the first device error, the
 run carrying on on the CPU with the right answer.
 
-The lead's `Net` holds the attachment as `net.gpu` and calls `net.gpu.run(prog, feeds)`, which returns the outputs
-or None (meaning: run this on the CPU).
+`attach(net)` sets `net.gpu` (a CheckedGpu) or `net.gpu_reason`; `Net` then calls `net.gpu.run(prog, feeds)`, which
+returns the outputs or None (meaning: run this on the CPU).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import program as P
 from ..errors import GpuError
-from .runner import DoesNotFit, GpuModel
+from .model import DoesNotFit, GpuModel
 
 log = logging.getLogger("facerun.gpu")
 
@@ -99,15 +99,16 @@ class CheckedGpu:
         if self.on_drop is not None:
             self.on_drop(why)
 
-    def conv_hook(self, prog: P.Program | None = None):
+    def conv_hook(self, prog: P.Program):
         """The per-convolution mode's hook for cpu.run_program(prog, feeds, conv=...): each convolution on the GPU
         alone. A device error there drops the GPU and the convolution runs on the CPU."""
+        on_gpu = self.model.conv_hook(prog)
 
         def hook(step, args):
             if self.reason is not None:
                 return None
             try:
-                return self.model.conv_hook(step, args)
+                return on_gpu(step, args)
             except DoesNotFit:
                 return None
             except GpuError as e:

@@ -381,11 +381,9 @@ def _make_device(adapter, row: dict) -> Device:
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
     )
     d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim)
-    ro = {"type": wgpu.BufferBindingType.read_only_storage}
-    entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.uniform}}]
-    entries += [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": ro} for i in range(1, 5)]
-    entries.append({"binding": 5, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.storage}})
-    entries.append({"binding": 6, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": ro})
+    kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform, kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
+    kinds.update({b: wgpu.BufferBindingType.read_only_storage for b in kernels.READ_BINDINGS})
+    entries = [{"binding": b, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kinds[b]}} for b in sorted(kinds)]
     d.layout = dev.create_bind_group_layout(label="facerun", entries=entries)
     d.pipeline_layout = dev.create_pipeline_layout(label="facerun", bind_group_layouts=[d.layout])
     d.dummy = dev.create_buffer(label="facerun unused binding", size=16, usage=wgpu.BufferUsage.STORAGE)

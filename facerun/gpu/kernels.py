@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from .plan import Tile
+from .plan import ConvPlan, GemmPlan, Tile
 
+UNIFORM_BINDING = 0  # the dispatch's Params
 READ_BINDINGS = (1, 2, 3, 4, 6)  # the read-only storage bindings, in the order a dispatch lists its reads
+OUT_BINDING = 5  # the read-write output
 UNIFORM_SLOT = 256  # bytes per dispatch's parameters (and the uniform offset alignment every device accepts)
 
 
@@ -123,6 +125,22 @@ def gemv(rows: int, vec4: bool) -> Kernel:
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True)
 
 
+def conv_kernel(plan: ConvPlan) -> Kernel:
+    """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it)."""
+    if plan.kernel == "depthwise":
+        return DEPTHWISE_CONV
+    if plan.kernel == "direct":
+        return DIRECT_CONV
+    return tiled_conv(plan.tile, plan.pointwise, plan.partial)
+
+
+def gemm_kernel(plan: GemmPlan) -> Kernel:
+    """The pipeline of a fully connected layer's plan."""
+    if plan.kernel == "gemv":
+        return gemv(plan.rows_per_group, plan.vec4)
+    return conv_kernel(plan.conv)
+
+
 UNARY = Kernel("unary.wgsl")
 BINARY = Kernel("binary.wgsl")
 COPY = Kernel("copy.wgsl")
@@ -133,6 +151,7 @@ SOFTMAX = Kernel("softmax.wgsl")
 MATMUL = Kernel("matmul.wgsl")
 
 ACT_CODES = {None: 0, "relu": 1, "sigmoid": 2, "clip": 3, "leaky": 4, "prelu": 5}
+BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "prelu": 4}
 
 
 # ------------------------------------------------------------------------------------------ parameter packing

@@ -163,6 +163,8 @@ class ConvShape:
 
 @dataclass(frozen=True)
 class ConvPlan:
+    """Everything that decides how a convolution runs: the lowering turns it into dispatches without choosing."""
+
     kernel: str  # "tiled" | "direct" | "depthwise"
     tile: Tile | None
     splits: int  # K slices run side by side, summed by a second (reduce) pass when > 1
@@ -173,12 +175,20 @@ class ConvPlan:
     tiles_n: int
     grid: tuple[int, int, int]  # the main dispatch: x, y, row
     reduce_grid: tuple[int, int, int] | None
+    groups: int = 1
+    pointwise: bool = False  # tiled: the im2col matrix is the input itself (no tap table)
+    threads: int = 0  # direct / depthwise: threads of the main dispatch (one per output, or per four of a row)
+
+    @property
+    def partial(self) -> bool:
+        """Whether the tiled pass writes partial sums for a reduce pass (split K)."""
+        return self.splits > 1
 
     @property
     def workgroups(self) -> int:
         if self.tile is None:
             return self.grid[0] * self.grid[1]
-        return self.tiles_m * self.tiles_n * self.splits
+        return self.tiles_m * self.tiles_n * self.splits * self.groups
 
     def describe(self) -> str:
         if self.tile is None:
@@ -240,8 +250,8 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
     if m < 8 and k <= DIRECT_MAX_K and force_tile is None:
         if s.cg == 1:  # depthwise: four outputs of a row per thread
             quads = s.batch * s.cout * s.oh * ceil_div(s.ow, 4)
-            return ConvPlan("depthwise", None, 1, k, k, m, 0, 0, flat_grid(quads, limits), None)
-        return ConvPlan("direct", None, 1, k, k, m, 0, 0, flat_grid(out_values, limits), None)
+            return ConvPlan("depthwise", None, 1, k, k, m, 0, 0, flat_grid(quads, limits), None, g, threads=quads)
+        return ConvPlan("direct", None, 1, k, k, m, 0, 0, flat_grid(out_values, limits), None, g, threads=out_values)
     if force_tile:
         tile, may_split = Tile.parse(force_tile), True
     else:
@@ -267,7 +277,7 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
     splits = ceil_div(k, k_chunk)
     main = grid(tiles * splits, limits)
     reduce = flat_grid(out_values, limits) if splits > 1 else None
-    return ConvPlan("tiled", tile, splits, k_chunk, kpad, mpad, tiles_m, tiles_n, main, reduce)
+    return ConvPlan("tiled", tile, splits, k_chunk, kpad, mpad, tiles_m, tiles_n, main, reduce, g, s.pointwise)
 
 
 # ------------------------------------------------------------------------------------------------- gemm / gemv
@@ -280,6 +290,7 @@ class GemmPlan:
     vec4: bool  # gemv: K is a multiple of 4, so rows load as vec4
     conv: ConvPlan | None
     grid: tuple[int, int, int]
+    workgroups: int = 0  # gemv: one per output feature and block of rows
 
 
 GEMV_ROWS = 8  # rows of x per gemv workgroup: the weights are streamed once per 8 rows
@@ -292,7 +303,8 @@ def plan_gemm(m: int, k: int, n: int, limits: Limits = Limits()) -> GemmPlan:
         raise PlanError("a fully connected layer exceeds the device's binding size")
     if m <= 32:
         rows = min(GEMV_ROWS, m)
-        return GemmPlan("gemv", rows, k % 4 == 0, None, grid(n * ceil_div(m, rows), limits))
+        count = n * ceil_div(m, rows)
+        return GemmPlan("gemv", rows, k % 4 == 0, None, grid(count, limits), count)
     conv = plan_conv(ConvShape(batch=m, cin=k, h=1, w=1, cout=n, oh=1, ow=1), limits)
     return GemmPlan("tiled", 0, False, conv, conv.grid)
 

@@ -1,0 +1,63 @@
+"""`facerun tune MODEL`: time the GPU kernels of a model's program, per convolution and as a whole (a developer's
+tool for choosing tiles and splits)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import InputError
+from .common import print_json
+
+
+def parse_shape(text: str | None) -> tuple[int, ...] | None:
+    """'16,3,112,112' -> (16, 3, 112, 112)."""
+    if not text:
+        return None
+    try:
+        shape = tuple(int(v) for v in text.replace("x", ",").split(","))
+    except ValueError:
+        raise InputError(f"--shape must look like 16,3,112,112, got '{text}'") from None
+    if not shape or min(shape) <= 0:
+        raise InputError(f"--shape must be positive, got '{text}'")
+    return shape
+
+
+@click.command("tune")
+@click.argument("model")
+@click.option("--shape", help="Input shape, e.g. 16,3,112,112 (default: the model's, batch 1).")
+@click.option("--repeat", default=20, show_default=True, type=click.IntRange(1, 10000),
+              help="Passes per timed submission.")
+@click.option("--all-tiles", is_flag=True, help="Time every tile of the plan's table too (and the plan without split).")
+@click.option("--tiles", default="", help="Tile specs to time too, comma-separated (e.g. 128x128/8x8/u4).")
+@click.option("--no-convs", is_flag=True, help="Only the whole program.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def command(model, shape, repeat, all_tiles, tiles, no_convs, as_json):
+    """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate (and, with
+    --all-tiles or --tiles, those of other tiles), then the whole program's GPU time, run time and encoding time.
+
+    Needs a GPU adapter (a software one with the global --allow-software)."""
+    from ..gpu import tune as T
+    from ..gpu.plan import TILES
+    from ..net import load
+
+    net = load(model)
+    shape = parse_shape(shape) or net.default_shape(1)
+    prog = net.program(shape)
+    extra = (list(TILES) if all_tiles else []) + [t for t in tiles.split(",") if t]
+    report = {"model": net.label, **T.tune(prog, repeat, extra, convs=not no_convs)}
+    if as_json:
+        print_json(report)
+        return
+    click.echo(f"{report['device']}  {report['model']} {report['shape']}  {report['gmacs']:.2f} GMAC")
+    for row in report.get("convs", []):
+        click.echo(f"  {row['node'][:28]:28s} x{row['count']:<3d} in {row['input']} w {row['weight']} g{row['groups']} "
+                  f"s{row['stride'][0]}")
+        for v in row["variants"]:
+            if "error" in v:
+                click.echo(f"      {v['variant']:20s} -- {v['error'][:80]}")
+            else:
+                rate = (v["tflops"] or 0) * 1e3
+                click.echo(f"      {v['variant'][:26]:26s} {v['plan']:40s} {v['us']:9.1f} us  {rate:8.1f} GFLOP/s")
+    p = report["program"]
+    click.echo(f"  program: {p['dispatches']} dispatches, GPU {p['gpu_ms']:.3f} ms ({p['tflops_gpu'] or 0:.2f} TFLOP/s), "
+              f"run median {p['run_ms_median']:.3f} ms (min {p['run_ms_min']:.3f}), encode {p['encode_ms']:.3f} ms")

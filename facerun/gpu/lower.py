@@ -1,0 +1,348 @@
+"""Program steps -> GPU dispatches, without touching the device.
+
+Each step becomes one or two dispatches: a kernel, its packed parameters, the buffers it reads and the slot it
+writes. Activation values get slots by lifetime as the steps are walked (views alias their base's slot); weights and
+constants go through `const(role, data)`, which the runner points at the model's WeightStore (tests pass a stand-in,
+so lowering runs without a GPU). Every choice of kernel variant, tile, K split and grid is made by plan.py's pure
+functions; this module only turns a plan into parameters. A step beyond the device's limits raises PlanError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Callable
+
+import numpy as np
+
+from .. import program as P
+from . import kernels as K
+from .memory import SlotPlanner, channel_slopes, channels_of, epilogue_data, im2col_taps, pack_conv_weights
+from .plan import (
+    ConvPlan,
+    ConvShape,
+    GemmPlan,
+    Limits,
+    PlanError,
+    broadcast_strides,
+    contiguous_strides,
+    flat_grid,
+    grid,
+    merge_dims,
+    padded,
+    plan_conv,
+    plan_gemm,
+)
+
+NEG_INF_BITS = 0xFF800000  # the pool kernel's empty-window value (-inf cannot be a WGSL constant)
+
+ConstStore = Callable[[str, np.ndarray], object]
+
+
+@dataclass
+class Dispatch:
+    kernel: K.Kernel
+    params: bytes
+    reads: list  # in K.READ_BINDINGS order: ("slot", i) | a buffer | Transient | None
+    out: tuple  # ("slot", i)
+    groups: tuple[int, int]
+    node: str = ""
+    plan: ConvPlan | GemmPlan | None = None  # convolutions and fully connected layers: the plan it runs
+
+
+@dataclass
+class Lowered:
+    """A program as dispatches, with its slot sizes and where its inputs and outputs live."""
+
+    dispatches: list[Dispatch]
+    slots: SlotPlanner
+    inputs: list[tuple[str, int, P.Value]]  # (name, slot, value)
+    outputs: list[tuple[str, int, int | None, int]]  # (name, value id, slot or None for a constant, staging offset)
+    staging_bytes: int
+    kernels: dict[str, int] = field(default_factory=dict)  # kernel source -> dispatches (for descriptions)
+    conv_plans: list[tuple[str, str]] = field(default_factory=list)  # (node, plan in words)
+
+
+def conv_shape(prog: P.Program, st: P.Conv) -> ConvShape:
+    """A convolution's GEMM shape from the program's own value shapes."""
+    b, cin, h, w = prog.values[st.x].shape
+    _, cout, oh, ow = prog.values[st.out].shape
+    return ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
+
+
+def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None) -> Lowered:
+    """The dispatches of `prog` on a device with `limits`. `force` (tests, tuning) is passed to every convolution's
+    plan_conv (force_splits, force_tile)."""
+    return _Lowering(prog, limits, const, force or {}).run()
+
+
+class _Lowering:
+    def __init__(self, prog: P.Program, limits: Limits, const: ConstStore, force: dict):
+        self.prog = prog
+        self.limits = limits
+        self.const = const
+        self.force = force
+        self.slots = SlotPlanner()
+        self.slot_of: dict[int, int] = {}  # storage -> slot
+        self.out = Lowered([], self.slots, [], [], 16)
+        self.node = ""
+
+    def run(self) -> Lowered:
+        prog, out = self.prog, self.out
+        for name, vid in prog.inputs:
+            self._check_size(vid)
+            slot = self.slots.take(prog.values[vid].nbytes)
+            self.slot_of[prog.storage(vid)] = slot
+            out.inputs.append((name, slot, prog.values[vid]))
+        for step in prog.steps:
+            storage = prog.storage(step.out)
+            self._check_size(step.out)
+            if storage not in self.slot_of:
+                self.slot_of[storage] = self.slots.take(prog.values[storage].nbytes)
+            self.node = step.node
+            try:
+                handler = next((_HANDLERS[c] for c in type(step).__mro__ if c in _HANDLERS), None)
+                if handler is None:
+                    raise PlanError(f"no GPU kernel for {step.op}")
+                handler(self, step, ("slot", self.slot_of[storage]))
+            except PlanError as e:
+                raise PlanError(f"{step.op} '{step.node}': {e}") from None
+            for f in step.frees:
+                if f in self.slot_of:
+                    self.slots.give(self.slot_of[f])
+        self._place_outputs()
+        return out
+
+    def _place_outputs(self) -> None:
+        prog = self.prog
+        offset = 0
+        for name, vid in prog.outputs:
+            v = prog.values[vid]
+            if v.kind == "const":
+                self.out.outputs.append((name, vid, None, 0))
+                continue
+            storage = prog.storage(vid)
+            if storage not in self.slot_of:
+                raise PlanError(f"output '{name}' was never made")
+            self.out.outputs.append((name, vid, self.slot_of[storage], offset))
+            offset += v.nbytes
+        self.out.staging_bytes = max(16, offset)
+
+    # ---- values
+    def _check_size(self, vid: int) -> None:
+        v = self.prog.values[vid]
+        if v.nbytes > self.limits.max_binding:
+            raise PlanError(f"value '{v.name}' ({v.nbytes >> 20} MiB) exceeds the device's largest binding "
+                            f"({self.limits.max_binding >> 20} MiB)")
+
+    def _read(self, vid: int):
+        v = self.prog.values[vid]
+        if v.kind == "const":
+            return self.const(f"const {v.name}", v.data)
+        storage = self.prog.storage(vid)
+        if storage not in self.slot_of:
+            raise PlanError(f"step reads '{v.name}' before it is made")
+        return ("slot", self.slot_of[storage])
+
+    def _const(self, role: str, data) -> object:
+        return self.const(role, np.asarray(data))
+
+    def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None) -> None:
+        params = kernel.params().pack(**values)
+        reads = list(reads) + [None] * (len(K.READ_BINDINGS) - len(reads))
+        self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan))
+        name = kernel.file.split(".")[0]
+        self.out.kernels[name] = self.out.kernels.get(name, 0) + 1
+
+    def _flat(self, kernel: K.Kernel, count: int, values: dict, reads: list, out) -> None:
+        """A one-thread-per-value kernel over `count` values."""
+        gx, gy, row = flat_grid(count, self.limits)
+        self._add(kernel, dict(values, row=row), reads, out, (gx, gy))
+
+    # ---- steps
+    def _elementwise(self, st: P.Unary | P.Affine, out) -> None:
+        shape = self.prog.values[st.out].shape
+        channels, plane = channels_of(shape)
+        coef = []
+        affine = isinstance(st, P.Affine)
+        if affine:
+            coef += [np.asarray(st.scale, np.float32).reshape(-1), np.asarray(st.shift, np.float32).reshape(-1)]
+            if coef[0].size != channels or coef[1].size != channels:
+                raise PlanError("an affine step's scale/shift do not match its channels")
+        slope_at = sum(c.size for c in coef)
+        act = getattr(st, "act", None)
+        if act is not None and act.kind == "prelu":
+            coef.append(channel_slopes(act, channels))
+        reads = [self._read(st.x), self._const("coef", np.concatenate(coef)) if coef else None]
+        total = prod(shape)
+        p = dict(total=total, plane=max(plane, 1), channels=max(channels, 1), affine=int(affine))
+        p.update(K.act_params(act, channels, slope_at))
+        self._flat(K.UNARY, total, p, reads, out)
+
+    def _binary(self, st: P.Binary, out) -> None:
+        values = self.prog.values
+        shape = values[st.out].shape
+        if st.kind not in K.BINARY_CODES:
+            raise PlanError(f"binary '{st.kind}'")
+        sa = broadcast_strides(shape, values[st.a].shape)
+        sb = broadcast_strides(shape, values[st.b].shape)
+        dims, (ma, mb, _) = merge_dims(shape, sa, sb, contiguous_strides(shape))
+        channels, plane = channels_of(shape)
+        coef = None
+        act = getattr(st, "act", None)  # a Binary may carry a fused activation
+        if act is not None and act.kind == "prelu":
+            coef = self._const("coef", channel_slopes(act, channels))
+        total = prod(shape)
+        p = dict(total=total, plane=max(plane, 1), channels=max(channels, 1), op=K.BINARY_CODES[st.kind],
+                 shape=padded(dims, 1) + [1, 1], sa=padded(ma, 0) + [0, 0], sb=padded(mb, 0) + [0, 0])
+        p.update(K.act_params(act, channels, 0))
+        self._flat(K.BINARY, total, p, [self._read(st.a), self._read(st.b), coef], out)
+
+    def _copy(self, src_ref, shape, src_strides, src0, dst_strides, dst0, out) -> None:
+        dims, (ss, ds) = merge_dims(shape, src_strides, dst_strides)
+        total = prod(shape)
+        p = dict(total=total, src0=src0, dst0=dst0, shape=padded(dims, 1) + [1, 1], src=padded(ss, 0) + [0, 0],
+                 dst=padded(ds, 0) + [0, 0])
+        self._flat(K.COPY, total, p, [src_ref], out)
+
+    def _strided(self, st: P.Copy, out) -> None:
+        shape = self.prog.values[st.out].shape
+        if st.offset + sum((d - 1) * s for d, s in zip(shape, st.strides)) >= self.prog.values[st.x].size:
+            raise PlanError("a copy reads past its input")
+        self._copy(self._read(st.x), shape, st.strides, st.offset, contiguous_strides(shape), 0, out)
+
+    def _concat(self, st: P.Concat, out) -> None:
+        values = self.prog.values
+        shape = values[st.out].shape
+        axis = st.axis % len(shape)
+        dst = contiguous_strides(shape)
+        at = 0
+        for x in st.xs:
+            xs = values[x].shape
+            self._copy(self._read(x), xs, contiguous_strides(xs), 0, dst, at * dst[axis], out)
+            at += xs[axis]
+
+    def _pool(self, st: P.Pool, out) -> None:
+        _, _, h, w = self.prog.values[st.x].shape
+        shape = self.prog.values[st.out].shape
+        _, _, oh, ow = shape
+        top, left, bottom, right = st.pads
+        total = prod(shape)
+        p = dict(total=total, is_avg=int(st.kind == "avg"), include_pad=int(st.count_include_pad), h=h, w=w, oh=oh,
+                 ow=ow, kh=st.kernel[0], kw=st.kernel[1], sh=st.stride[0], sw=st.stride[1], dh=st.dilation[0],
+                 dw=st.dilation[1], pt=top, pl=left, pb=bottom, pr=right, empty=NEG_INF_BITS)
+        self._flat(K.POOL, total, p, [self._read(st.x)], out)
+
+    def _global_avg(self, st: P.GlobalAvgPool, out) -> None:
+        xs = self.prog.values[st.x].shape
+        planes, plane = prod(xs[:2]), prod(xs[2:])
+        gx, gy, row = grid(planes, self.limits)  # one workgroup per plane
+        self._add(K.GLOBAL_AVG, dict(planes=planes, plane=max(plane, 1), row=row), [self._read(st.x)], out, (gx, gy))
+
+    def _resize(self, st: P.Resize, out) -> None:
+        xs = self.prog.values[st.x].shape
+        shape = self.prog.values[st.out].shape
+        maps = np.concatenate([np.asarray(st.src_y, np.int64), np.asarray(st.src_x, np.int64)])
+        if maps.size and (maps.min() < 0 or st.src_y.max() >= xs[-2] or st.src_x.max() >= xs[-1]):
+            raise PlanError("a resize index map points outside its input")
+        total = prod(shape)
+        p = dict(total=total, h=xs[-2], w=xs[-1], oh=shape[-2], ow=shape[-1])
+        self._flat(K.RESIZE, total, p, [self._read(st.x), self._const("resize maps", maps.astype(np.uint32))], out)
+
+    def _softmax(self, st: P.Softmax, out) -> None:
+        count = st.outer * st.inner
+        self._flat(K.SOFTMAX, count, dict(count=count, n=st.n, inner=st.inner), [self._read(st.x)], out)
+
+    def _matmul(self, st: P.MatMul, out) -> None:
+        values = self.prog.values
+        shape = values[st.out].shape
+        sa, sb = values[st.a].shape, values[st.b].shape
+        a2 = (1,) + sa if len(sa) == 1 else sa
+        b2 = sb + (1,) if len(sb) == 1 else sb
+        m, k = a2[-2], a2[-1]
+        n = b2[-1]
+        if b2[-2] != k:
+            raise PlanError("matmul shapes do not line up")
+        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+        if len(batch) > 4:
+            raise PlanError("a matmul with more than 4 batch dimensions")
+        ba = broadcast_strides(batch, tuple(a2[:-2])) if batch else ()
+        bb = broadcast_strides(batch, tuple(b2[:-2])) if batch else ()
+        ba = tuple(s * m * k for s in ba)
+        bb = tuple(s * k * n for s in bb)
+        total = prod(shape)
+        p = dict(total=total, m=m, n=n, k=k, a_row=k, a_k=1, b_k=n, b_col=1,
+                 batch=padded(batch, 1, 4), sa=padded(ba, 0, 4), sb=padded(bb, 0, 4))
+        self._flat(K.MATMUL, total, p, [self._read(st.a), self._read(st.b)], out)
+
+    def _gemm(self, st: P.Gemm, out) -> None:
+        m, k = self.prog.values[st.x].shape
+        n = st.weight.shape[0]
+        plan = plan_gemm(m, k, n, self.limits)
+        if plan.kernel == "tiled":  # a batch of m 1x1 images of k channels
+            shape = ConvShape(batch=m, cin=k, h=1, w=1, cout=n, oh=1, ow=1)
+            self._conv_dispatch(shape, plan.conv, st.weight.reshape(n, k, 1, 1), st.bias, st.act, self._read(st.x),
+                                None, out)
+            return
+        epi, slope_at = epilogue_data(n, st.bias, st.act)
+        p = dict(has_bias=int(st.bias is not None), has_res=0, m=m, n=n, kl=k // 4 if plan.vec4 else k,
+                 count=plan.workgroups, row=plan.grid[2])
+        p.update(K.act_params(st.act, n, slope_at))
+        reads = [self._read(st.x), self._const("gemm weights", st.weight), self._const("epilogue", epi)]
+        self._add(K.gemm_kernel(plan), p, reads, out, plan.grid[:2], plan)
+        self.out.conv_plans.append((st.node, f"gemv rows {plan.rows_per_group}"))
+
+    def _conv(self, st: P.Conv, out) -> None:
+        shape = conv_shape(self.prog, st)
+        plan = plan_conv(shape, self.limits, **self.force)
+        res = self._read(st.residual) if st.residual is not None else None
+        self._conv_dispatch(shape, plan, st.weight, st.bias, st.act, self._read(st.x), res, out)
+
+    def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out) -> None:
+        epi, slope_at = epilogue_data(s.cout, bias, act)
+        total = s.batch * s.cout * s.oh * s.ow
+        epilogue = dict(has_bias=int(bias is not None), has_res=int(res_ref is not None))
+        epilogue.update(K.act_params(act, s.cout, slope_at))
+        epi_buf = self._const("epilogue", epi)
+        self.out.conv_plans.append((self.node, plan.describe()))
+        common = dict(cin=s.cin, cg=s.cg, cout=s.cout, h=s.h, w=s.w, kh=s.kernel[0], kw=s.kernel[1], sh=s.stride[0],
+                      sw=s.stride[1], dh=s.dilation[0], dw=s.dilation[1], pt=s.pads[0], pl=s.pads[1])
+        kernel = K.conv_kernel(plan)
+        if plan.tile is None:  # direct or depthwise: the weights as the model has them
+            quads = plan.threads if plan.kernel == "depthwise" else 0
+            p = dict(epilogue, total=total, row=plan.grid[2], m=s.m, oh=s.oh, ow=s.ow, splits=1, quads=quads, **common)
+            reads = [x_ref, self._const("conv weights", weight), epi_buf, res_ref]
+            self._add(kernel, p, reads, out, plan.grid[:2], plan)
+            return
+        packed = pack_conv_weights(np.asarray(weight, np.float32), s.groups, plan.kpad, plan.mpad)
+        wbuf = self._const("packed conv weights", packed)
+        p = dict(epilogue, m=s.m, n=s.n, k=s.k, kpad=plan.kpad, mpad4=plan.mpad // 4, ohw=s.oh * s.ow, ow=s.ow,
+                 k_chunk=plan.k_chunk, splits=plan.splits, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n,
+                 count=plan.workgroups, row=plan.grid[2], total=total, **common)
+        taps = None if plan.pointwise else self._const("im2col taps", im2col_taps(s))
+        if not plan.partial:
+            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
+            return
+        # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
+        scratch = self.slots.take(plan.splits * total * 4)
+        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], plan)
+        rx, ry, rrow = plan.reduce_grid
+        rp = dict(epilogue, total=total, row=rrow, m=s.m, oh=s.oh, ow=s.ow, splits=plan.splits, quads=0, **common)
+        self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), plan)
+        self.slots.give(scratch)
+
+
+_HANDLERS = {
+    P.Conv: _Lowering._conv,
+    P.Gemm: _Lowering._gemm,
+    P.Unary: _Lowering._elementwise,
+    P.Affine: _Lowering._elementwise,
+    P.Binary: _Lowering._binary,
+    P.Copy: _Lowering._strided,
+    P.Concat: _Lowering._concat,
+    P.Pool: _Lowering._pool,
+    P.GlobalAvgPool: _Lowering._global_avg,
+    P.Resize: _Lowering._resize,
+    P.Softmax: _Lowering._softmax,
+    P.MatMul: _Lowering._matmul,
+}

@@ -1,0 +1,166 @@
+"""Where a program's data lives on the device, and in what layout.
+
+Weights and constants stay on the device per model while they fit its byte budget (default 768 MiB,
+FACERUN_GPU_BUDGET_MB); past it they are `Transient`, uploaded for each run. Activation values get buffer slots by
+lifetime (`SlotPlanner`). The packing functions lay weights and per-channel coefficients out the way the kernels read
+them. Nothing here decides which kernel runs: that is plan.py's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from .. import program as P
+from ..errors import GpuError
+from .plan import ConvShape, PlanError
+
+DEFAULT_BUDGET_MB = 768
+
+
+def budget_bytes(budget_mb: float | None = None) -> int:
+    """The resident-weight budget: the argument, else FACERUN_GPU_BUDGET_MB, else 768 MiB."""
+    if budget_mb is None:
+        env = os.environ.get("FACERUN_GPU_BUDGET_MB", "").strip()
+        try:
+            budget_mb = float(env) if env else DEFAULT_BUDGET_MB
+        except ValueError:
+            raise GpuError(f"FACERUN_GPU_BUDGET_MB={env} is not a number") from None
+    return max(0, int(budget_mb * (1 << 20)))
+
+
+# ---------------------------------------------------------------------------------------------------- weights
+
+
+def aligned(a: np.ndarray) -> np.ndarray:
+    """float32/uint32 data padded to a multiple of 16 bytes (vec4 bindings need it) and never empty."""
+    a = np.ascontiguousarray(a).reshape(-1)
+    pad = (-a.size) % 4 or (4 if a.size == 0 else 0)
+    if pad:
+        a = np.concatenate([a, np.zeros(pad, a.dtype)])
+    return a
+
+
+@dataclass
+class Transient:
+    """Data uploaded for each run (past the residency budget)."""
+
+    data: np.ndarray
+
+
+class WeightStore:
+    """A model's weights and constants on the device, keyed by content, under a byte budget."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.resident_bytes = 0
+        self._buffers: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, dev, role: str, data: np.ndarray):
+        """A device buffer holding `data` (kept while the budget lasts), or a `Transient` to upload per run."""
+        import wgpu
+
+        data = aligned(data)
+        key = (role, data.dtype.str, data.size, hashlib.blake2b(data.view(np.uint8), digest_size=16).digest())
+        with self._lock:
+            buf = self._buffers.get(key)
+            if buf is not None:
+                return buf
+            if self.resident_bytes + data.nbytes > self.budget:
+                return Transient(data)
+            buf = dev.device.create_buffer_with_data(label=role, data=data, usage=wgpu.BufferUsage.STORAGE)
+            self._buffers[key] = buf
+            self.resident_bytes += data.nbytes
+            return buf
+
+
+# ------------------------------------------------------------------------------------------- buffer slots
+
+
+class SlotPlanner:
+    """Assigns activation buffers by lifetime at compile time: a freed slot is reused by a later value (the smallest
+    free one that fits; else the largest free one, grown; else a new one)."""
+
+    def __init__(self):
+        self.sizes: list[int] = []
+        self.free: list[int] = []
+
+    def take(self, nbytes: int) -> int:
+        nbytes = max(16, -(-nbytes // 16) * 16)
+        fits = [s for s in self.free if self.sizes[s] >= nbytes]
+        if fits:
+            slot = min(fits, key=lambda s: self.sizes[s])
+        elif self.free:
+            slot = max(self.free, key=lambda s: self.sizes[s])
+            self.sizes[slot] = nbytes
+        else:
+            self.sizes.append(nbytes)
+            return len(self.sizes) - 1
+        self.free.remove(slot)
+        return slot
+
+    def give(self, slot: int) -> None:
+        if slot not in self.free:
+            self.free.append(slot)
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+
+# ------------------------------------------------------------------------------------------------ packing
+
+
+def pack_conv_weights(weight: np.ndarray, groups: int, kpad: int, mpad: int) -> np.ndarray:
+    """OIHW weights as the tiled kernel reads them: per group, K-major [kpad][mpad], zero padded."""
+    cout = weight.shape[0]
+    m = cout // groups
+    k = weight[0].size
+    w = weight.reshape(groups, m, k).transpose(0, 2, 1)  # (g, K, M)
+    out = np.zeros((groups, kpad, mpad), np.float32)
+    out[:, :k, :m] = w
+    return out
+
+
+def im2col_taps(s: ConvShape) -> np.ndarray:
+    """Per k = (ci, ky, kx) of a group: (ci * H * W, ky * dh, kx * dw, 0) as int32, for the tiled kernel's gather."""
+    kh, kw = s.kernel
+    ci, ky, kx = np.meshgrid(np.arange(s.cg), np.arange(kh), np.arange(kw), indexing="ij")
+    t = np.zeros((s.k, 4), np.int32)
+    t[:, 0] = (ci * s.h * s.w).reshape(-1)
+    t[:, 1] = (ky * s.dilation[0]).reshape(-1)
+    t[:, 2] = (kx * s.dilation[1]).reshape(-1)
+    return t
+
+
+def epilogue_data(cout: int, bias: np.ndarray | None, act: P.Activation | None) -> tuple[np.ndarray, int]:
+    """The epilogue buffer: bias (zeros when none) then the prelu slopes; and where the slopes start."""
+    parts = [np.zeros(cout, np.float32) if bias is None else np.asarray(bias, np.float32).reshape(-1)]
+    slope_at = 0
+    if act is not None and act.kind == "prelu":
+        slope_at = cout
+        parts.append(channel_slopes(act, cout))
+    return np.concatenate(parts), slope_at
+
+
+def channel_slopes(act: P.Activation, channels: int) -> np.ndarray:
+    """A prelu's slopes, one per channel (a single slope repeated)."""
+    s = np.asarray(act.slope, np.float32).reshape(-1)
+    if s.size == 1:
+        return np.full(channels, s[0], np.float32)
+    if s.size != channels:
+        raise PlanError(f"a prelu with {s.size} slopes over {channels} channels")
+    return s
+
+
+def channels_of(shape) -> tuple[int, int]:
+    """(channels, values per channel) of an NCHW-like shape, for per-channel coefficients."""
+    if len(shape) < 2:
+        return 1, 1
+    return shape[1], prod(shape[2:])

@@ -1,0 +1,145 @@
+"""One loaded model's GPU side: its weights on the device and its compiled programs (one per input shape).
+
+The first run of a program compiles it (lower.py, then runner.py's device objects); later runs reuse it. A program
+beyond the device's limits raises DoesNotFit at compile time, so the caller runs that program on the CPU; any other
+device failure is a GpuError. Also the per-convolution mode (each convolution on the GPU alone, the rest on the CPU
+interpreter, for comparison) and every step's output from one GPU run (parity --steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from .. import program as P
+from ..errors import GpuError
+from . import device as D
+from .memory import WeightStore, budget_bytes
+from .plan import PlanError
+from .runner import GpuProgram, short_error
+
+
+class DoesNotFit(GpuError):
+    """A program beyond this device's limits (a binding, a grid): it runs on the CPU; other programs may not."""
+
+
+class GpuModel:
+    """One loaded model's GPU side.
+
+    run(prog, inputs) -> outputs by name; raises GpuError (the caller then uses the CPU). `conv_hook(prog)` is the
+    per-convolution mode's hook for `cpu.run_program(prog, inputs, conv=model.conv_hook(prog))`.
+    """
+
+    def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None):
+        self.dev = dev or D.get_device()
+        self.weights = WeightStore(budget_bytes(budget_mb))
+        self._programs: dict[int, tuple[P.Program, GpuProgram]] = {}
+        self._convs: dict[tuple, tuple[P.Conv, GpuProgram]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def device_name(self) -> str:
+        return self.dev.label
+
+    @property
+    def resident_bytes(self) -> int:
+        return self.weights.resident_bytes
+
+    def compile(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
+        """The compiled form of `prog` (cached); GpuError when it cannot run on this device. `force` (tests, tuning)
+        overrides every convolution's plan (force_splits, force_tile) and bypasses the cache."""
+        if force:
+            return self._compile(prog, force)
+        with self._lock:
+            hit = self._programs.get(id(prog))
+            if hit is not None and hit[0] is prog:
+                return hit[1]
+            gp = self._compile(prog)
+            self._programs[id(prog)] = (prog, gp)
+            return gp
+
+    def _compile(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
+        try:
+            return GpuProgram(self.dev, prog, self.weights, force)
+        except PlanError as e:
+            raise DoesNotFit(f"this program does not fit the GPU: {e}") from None
+        except GpuError:
+            raise
+        except Exception as e:  # wgpu validation/out-of-memory errors, shader compile errors
+            raise GpuError(f"preparing the program for the GPU failed: {short_error(e)}") from None
+
+    def run(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
+        if isinstance(inputs, np.ndarray):
+            inputs = {prog.inputs[0][0]: inputs}
+        return self.compile(prog).run(inputs)
+
+    def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]]:
+        """Several inputs of the same shape through `prog`, in one submission."""
+        return self.compile(prog).run_many(items)
+
+    def step_outputs(self, prog: P.Program, inputs) -> list[np.ndarray]:
+        """The output of every step of `prog`, in step order, from one GPU run that keeps them all (parity)."""
+        if isinstance(inputs, np.ndarray):
+            inputs = {prog.inputs[0][0]: inputs}
+        names = [(f"step {i}", st.out) for i, st in enumerate(prog.steps)]
+        every = P.Program(prog.values, prog.steps, prog.inputs, names)
+        saved = [st.frees for st in prog.steps]  # the steps are shared with `prog`: restore their lifetimes
+        try:
+            every.assign_lifetimes()
+            gp = self._compile(every)
+        finally:
+            for st, f in zip(prog.steps, saved):
+                st.frees = f
+        out = gp.run(inputs)
+        return [out[name] for name, _ in names]
+
+    # ---- per-convolution mode
+    def conv_hook(self, prog: P.Program):
+        """cpu.run_program's `conv` hook for `prog`: each convolution on the GPU (uploaded, run and read back
+        alone); other steps get None (the CPU runs them)."""
+
+        def hook(step: P.Step, args: list) -> np.ndarray | None:
+            if not isinstance(step, P.Conv):
+                return None
+            x = np.ascontiguousarray(args[0], np.float32)
+            key = (id(step), x.shape)
+            with self._lock:
+                hit = self._convs.get(key)
+                if hit is None or hit[0] is not step:
+                    hit = (step, self._compile(one_conv_program(prog, step)))
+                    self._convs[key] = hit
+            feeds = {"x": x}
+            if len(args) > 1:
+                feeds["residual"] = np.ascontiguousarray(args[1], np.float32)
+            return hit[1].run(feeds)["y"]
+
+        return hook
+
+    def run_per_conv(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
+        """The program on the CPU interpreter with each convolution on the GPU alone (for comparison)."""
+        from .. import cpu
+
+        if isinstance(inputs, np.ndarray):
+            inputs = {prog.inputs[0][0]: inputs}
+        return cpu.run_program(prog, inputs, conv=self.conv_hook(prog))
+
+
+def one_conv_program(prog: P.Program, step: P.Conv) -> P.Program:
+    """A program of `prog`'s convolution `step` alone, its shapes taken from `prog` (inputs "x" and, with a
+    residual, "residual"; output "y")."""
+    xshape, yshape = prog.values[step.x].shape, prog.values[step.out].shape
+    values = [P.Value(0, "x", tuple(xshape), "input", 0)]
+    inputs = [("x", 0)]
+    res = None
+    if step.residual is not None:
+        values.append(P.Value(1, "residual", tuple(yshape), "input", 1))
+        inputs.append(("residual", 1))
+        res = 1
+    out = len(values)
+    values.append(P.Value(out, "y", tuple(yshape), "temp", out))
+    conv = dataclasses.replace(step, out=out, x=0, residual=res)
+    one = P.Program(values, [conv], inputs, [("y", out)])
+    one.assign_lifetimes()
+    return one

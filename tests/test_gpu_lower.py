@@ -1,0 +1,115 @@
+"""Lowering (program steps -> dispatches) takes every kernel choice from plan.py's pure functions. No GPU needed:
+the weights go to a stand-in store."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import facerun
+from facerun import program as P
+from facerun.gpu import kernels as K
+from facerun.gpu.lower import lower
+from facerun.gpu.plan import ConvShape, Limits, PlanError, Tile, plan_conv, plan_gemm
+
+BIG = Limits(max_workgroups_per_dim=65535, max_binding=2 << 30, max_invocations=1024, max_workgroup_storage=49152)
+SMALL = Limits(max_workgroups_per_dim=300, max_binding=64 << 20, max_invocations=128, max_workgroup_storage=8192)
+CASES = [("yunet-arch", (1, 3, 96, 128), Limits()), ("yunet-arch", (1, 3, 64, 96), SMALL),
+         ("sface-arch-small", (2, 3, 112, 112), Limits()), ("auraface-arch-small", (16, 3, 112, 112), BIG),
+         ("every-op", None, SMALL)]
+
+
+def keep_data(role, data):
+    return data
+
+
+def by_node(low) -> dict[str, list]:
+    found = defaultdict(list)
+    for d in low.dispatches:
+        found[d.node].append(d)
+    return found
+
+
+def assert_runs_plan(dispatches: list, want, pointwise: bool) -> None:
+    """The dispatches of one convolution are exactly what `want` (plan_conv's answer) says."""
+    main, *rest = dispatches
+    assert main.plan == want
+    assert main.groups == want.grid[:2]
+    if want.kernel == "tiled":
+        subst = dict(main.kernel.subst)
+        t = want.tile
+        assert main.kernel.file == "conv_tiled.wgsl"
+        assert (subst["BM"], subst["BN"], subst["TM"], subst["TN"], subst["BK"], subst["KU"]) == (t.bm, t.bn, t.tm, t.tn,
+                                                                                                t.bk, t.ku)
+        assert subst["POINTWISE"] == pointwise and subst["PARTIAL"] == (want.splits > 1)
+    else:
+        assert (main.kernel.file, main.kernel.entry) == ("conv_direct.wgsl", want.kernel)
+    if want.splits > 1:
+        assert len(rest) == 1 and rest[0].kernel == K.SPLIT_REDUCE and rest[0].groups == want.reduce_grid[:2]
+    else:
+        assert rest == []
+
+
+@pytest.mark.parametrize("name,shape,limits", CASES)
+def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits):
+    net = facerun.load(name)
+    prog = net.program(shape or net.default_shape(1))
+    low = lower(prog, limits, keep_data)
+    found = by_node(low)
+    kinds = set()
+    for st in prog.steps:
+        if isinstance(st, P.Conv):
+            (b, cin, h, w), (_, cout, oh, ow) = prog.values[st.x].shape, prog.values[st.out].shape
+            s = ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
+            want = plan_conv(s, limits)
+            assert_runs_plan(found[st.node], want, s.pointwise)
+            kinds.add(want.kernel + (" split" if want.splits > 1 else ""))
+        elif isinstance(st, P.Gemm):
+            (m, k), n = prog.values[st.x].shape, st.weight.shape[0]
+            want = plan_gemm(m, k, n, limits)
+            if want.kernel == "gemv":
+                (d,) = found[st.node]
+                assert d.plan == want and d.kernel == K.gemv(want.rows_per_group, want.vec4)
+                assert d.groups == want.grid[:2]
+            else:
+                assert_runs_plan(found[st.node], want.conv, True)
+    assert kinds, "the model has convolutions"
+    if name == "yunet-arch":
+        assert {"tiled", "depthwise"} <= kinds
+
+
+def test_forced_tiles_and_splits_reach_every_tiled_convolution():
+    net = facerun.load("sface-arch-small")
+    prog = net.program((2, 3, 112, 112))
+    for force in ({"force_tile": "32x64"}, {"force_splits": 2}, {"force_tile": "64x64/4x4/k8/u8"}):
+        found = by_node(lower(prog, Limits(), keep_data, force))
+        for st in prog.steps:
+            if isinstance(st, P.Conv):
+                (b, cin, h, w), (_, cout, oh, ow) = prog.values[st.x].shape, prog.values[st.out].shape
+                s = ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
+                want = plan_conv(s, Limits(), **force)
+                assert_runs_plan(found[st.node], want, s.pointwise)
+                if "force_tile" in force:  # a forced tile takes the depthwise layers too
+                    assert want.kernel == "tiled" and want.tile == Tile.parse(force["force_tile"])
+
+
+def test_lowering_uses_the_programs_shapes_and_slots():
+    net = facerun.load("every-op")
+    prog = net.program(net.default_shape(1))
+    low = lower(prog, Limits(), keep_data)
+    assert [name for name, _, _ in low.inputs] == [name for name, _ in prog.inputs]
+    assert [name for name, *_ in low.outputs] == [name for name, _ in prog.outputs]
+    # every dispatch writes a slot that exists, and reads only slots, constants (here: their data) or nothing
+    for d in low.dispatches:
+        assert d.out[0] == "slot" and d.out[1] < len(low.slots.sizes)
+        assert len(d.reads) == len(K.READ_BINDINGS)
+    assert sum(low.kernels.values()) == len(low.dispatches)
+    assert len(low.slots.sizes) < len(prog.steps)  # reused by lifetime
+
+
+def test_a_value_beyond_the_binding_limit_is_refused_at_lowering():
+    net = facerun.load("yunet-arch")
+    prog = net.program((1, 3, 96, 128))
+    with pytest.raises(PlanError, match="binding"):
+        lower(prog, Limits(max_binding=4096), keep_data)

@@ -1,0 +1,60 @@
+"""`facerun tune`: the kernel timing command, on a small replica (lavapipe is slow: one pass per timing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from facerun import program as P
+from facerun.cli import main
+from facerun.net import load
+
+
+def test_tune_help_names_its_options():
+    out = CliRunner().invoke(main, ["tune", "--help"])
+    assert out.exit_code == 0, out.output
+    for option in ("--shape", "--repeat", "--all-tiles", "--tiles", "--no-convs", "--json"):
+        assert option in out.output
+    assert "tune" in CliRunner().invoke(main, ["--help"]).output
+
+
+def test_the_module_alias_is_the_command():
+    done = subprocess.run([sys.executable, "-m", "facerun.gpu.tune", "--help"], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert "Usage: facerun tune" in done.stdout
+
+
+def test_a_bad_shape_is_one_line():
+    out = CliRunner().invoke(main, ["tune", "every-op", "--shape", "1,x,3"])
+    assert out.exit_code == 1 and out.output.startswith("error: --shape")
+
+
+@pytest.mark.gpu
+def test_tune_times_every_distinct_convolution_and_the_program(gpu):
+    net = load("every-op")
+    prog = net.program(net.default_shape(1))
+    convs = [st for st in prog.steps if isinstance(st, P.Conv)]
+    out = CliRunner().invoke(main, ["tune", "every-op", "--repeat", "1", "--tiles", "32x64", "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["model"] == "every-op" and report["shape"] == list(prog.input_shape)
+    assert sum(row["count"] for row in report["convs"]) == len(convs)
+    for row in report["convs"]:
+        labels = [v["variant"] for v in row["variants"]]
+        assert labels == ["planned", "tile 32x64", "planned, no split"]
+        for v in row["variants"]:
+            assert "error" in v or (v["us"] >= 0 and v["plan"])
+        forced = row["variants"][1]
+        assert "error" in forced or forced["plan"].startswith("tiled 32x64")
+    p = report["program"]
+    assert p["dispatches"] == sum(p["kernels"].values()) >= len(prog.steps)
+    assert p["run_ms_min"] <= p["run_ms_median"] and p["gpu_ms"] >= 0 and p["encode_ms"] > 0
+    text = CliRunner().invoke(main, ["tune", "every-op", "--repeat", "1", "--no-convs"])
+    assert text.exit_code == 0, text.output
+    assert "program:" in text.output and "dispatches" in text.output
