@@ -180,3 +180,13 @@ def test_a_batchnorm_whose_convolution_is_also_an_output_stays_a_step(tmp_path):
     prog = net.program((1, c, 4, 5))
     assert [s.op for s in prog.steps] == ["Conv", "Affine"]
     assert not prog.folded
+
+
+def test_the_readme_lists_exactly_the_supported_operators():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("### ONNX operators", 1)[1].split("\n#", 1)[0]
+    listed = {w.strip("`") for w in section.replace(",", " ").replace(".", " ").split() if w.startswith("`")}
+    named = {w for w in listed if w[:1].isupper() and w.isalpha()}  # op names, not paths or messages
+    assert named == read.SUPPORTED
