@@ -41,6 +41,21 @@ def test_the_supported_set_is_the_op_table():
         assert next(iter(inspect.signature(handler).parameters)) == "ctx", name
 
 
+def test_every_handler_takes_the_attributes_onnx_defines_for_its_operator():
+    """Over every opset of the installed onnx: a handler's keyword arguments are the spec's attribute names, so a
+    valid file is never refused for an attribute, and none is accepted that ONNX does not define."""
+    import onnx.defs
+
+    refused = {"Constant": {"sparse_value", "value_string", "value_strings"}}  # tensors facerun cannot hold
+    spec: dict[str, set] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain == "" and schema.name in ops.OPS:
+            spec.setdefault(schema.name, set()).update(schema.attributes)
+    assert set(spec) == set(ops.OPS)
+    for name in ops.OPS:
+        assert set(ops.params(name).attrs) == spec[name] - refused.get(name, set()), name
+
+
 @pytest.mark.parametrize("axis", [-4, -3, -2, -1, 0, 1, 2, 3, 4])
 def test_flatten_any_axis_on_computed_and_constant_tensors(tmp_path, axis):
     """onnx's test_flatten_negative_axis* shapes: y = Flatten(x) + Flatten(c), c a constant (folded)."""

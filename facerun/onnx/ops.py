@@ -510,7 +510,7 @@ def Dropout(ctx, x, ratio_in=None, training_mode=None, *, ratio=0.5, seed=None, 
 
 
 @op
-def Cast(ctx, x, *, to, saturate=1):
+def Cast(ctx, x, *, to, saturate=1, round_mode="up"):  # saturate, round_mode: float8 targets only
     dtype = _onnx_dtype(ctx, int(to))
     if x.is_const:
         return ctx.constant(x.data.astype(dtype))
