@@ -6,7 +6,7 @@ convolutions skip the copy, depthwise convolutions add up their kernel taps over
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -157,7 +157,24 @@ def softmax(x: np.ndarray, st: P.Softmax) -> np.ndarray:
     return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape).astype(np.float32)
 
 
+def _integer_binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    """Integer arithmetic in the operands' type (shape arithmetic folded at compile time); division truncates
+    toward zero, as ONNX's integer Div does."""
+    if kind == "add":
+        return np.add(a, b)
+    if kind == "sub":
+        return np.subtract(a, b)
+    if kind == "mul":
+        return np.multiply(a, b)
+    if kind == "div":
+        q, r = np.divmod(a, b)
+        return q + ((r != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+    raise ValueError(f"integer {kind}")
+
+
 def binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        return _integer_binary(a, b, kind)
     if kind == "add":
         return np.add(a, b, dtype=np.float32)
     if kind == "sub":
@@ -198,7 +215,8 @@ def run_step(st: P.Step, args: list[np.ndarray], out_shape, threads: int | None 
         return binary(args[0], args[1], st.kind)
     if isinstance(st, P.Copy):
         flat = np.ascontiguousarray(args[0]).reshape(-1)
-        view = as_strided(flat[st.offset :], shape=out_shape, strides=[s * 4 for s in st.strides], writeable=False)
+        strides = [s * flat.itemsize for s in st.strides]  # float32 when running; any type when folding
+        view = as_strided(flat[st.offset :], shape=out_shape, strides=strides, writeable=False)
         return np.ascontiguousarray(view)
     if isinstance(st, P.Pool):
         return pool(args[0], st, out_shape)

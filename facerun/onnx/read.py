@@ -13,13 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOps
+from .ops import OPS, unsupported_attribute
 
-# Operators the compiler handles (default ONNX domain). Identity and Dropout compile to views.
-SUPPORTED = frozenset(
-    """Conv BatchNormalization Relu Sigmoid Clip LeakyRelu PRelu Add Sub Mul Div Transpose MaxPool AveragePool
-    GlobalAveragePool Resize Upsample Gemm MatMul Concat Softmax Flatten Reshape Squeeze Unsqueeze Shape Gather Slice
-    Cast Constant ConstantOfShape Identity Dropout""".split()
-)
+# Operators the compiler handles (default ONNX domain): the op table's keys, nothing kept by hand.
+SUPPORTED = frozenset(OPS)
 
 
 @dataclass
@@ -112,6 +109,9 @@ def read_model(path) -> ImportedModel:
             attrs = {a.name: _attr_value(a) for a in n.attribute}
         except Exception as e:
             raise ModelError(f"{path}: node '{name}' has an unreadable attribute ({e})") from None
+        bad = unsupported_attribute(op, attrs) if op in SUPPORTED else None
+        if bad is not None:
+            raise ModelError(f"{path}: node '{name}' ({op}): attribute '{bad}' is not supported")
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
     if unsupported:
         raise UnsupportedOps(unsupported)

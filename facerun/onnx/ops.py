@@ -1,0 +1,551 @@
+"""The ONNX operators facerun compiles: one handler per operator, named after it, in one table (`OPS`).
+
+A handler takes the compile context, the node's inputs in ONNX order (an `Operand` each, None for an omitted optional
+input) and the node's attributes as keyword arguments with their ONNX names and the spec's defaults. It returns the
+node's output (or a tuple of outputs): program values made through the context, or constants. Opset differences
+(attributes that became inputs, Softmax before 13, Slice before 10, Resize before 11) are handled in the handler.
+
+The same handler runs whether its inputs are computed or constant: when every input of a node is a constant, the
+context evaluates the steps the handler emits right away, with the CPU interpreter's own step code (constant folding),
+so a folded node and a running node cannot disagree.
+
+The context (`compile.Compiler`) offers: `opset`, `batch_items`, `name` (the node's), `outputs` (its output names),
+`const(t, what)` (a constant input's array, or a ModelError), `vid(t)` (a value id for a step to read), `emit(step,
+shape)`, `view(t, shape)`, `constant(array)`, `note(text)`, `refuse(why)` (ModelError) and `bad_input(why)`
+(InputError), both naming the node and its operator.
+
+The supported set *is* this table: `read.SUPPORTED` is derived from it, and a node's attributes are checked against
+its handler's keyword arguments (`params`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from math import prod
+
+import numpy as np
+
+from .. import program as P
+from . import shapes as S
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+OPS: dict[str, Callable] = {}
+
+
+def op(fn: Callable) -> Callable:
+    OPS[fn.__name__] = fn
+    return fn
+
+
+@dataclass(frozen=True)
+class Params:
+    """What a handler reads: how many inputs (None: any number), how many are required, its attributes."""
+
+    inputs: int | None
+    required_inputs: int
+    attrs: frozenset[str]
+    required_attrs: frozenset[str]
+
+
+@cache
+def params(op_type: str) -> Params:
+    sig = list(inspect.signature(OPS[op_type]).parameters.values())[1:]  # past ctx
+    positional = [p for p in sig if p.kind == p.POSITIONAL_OR_KEYWORD]
+    variadic = any(p.kind == p.VAR_POSITIONAL for p in sig)
+    keywords = [p for p in sig if p.kind == p.KEYWORD_ONLY]
+    return Params(
+        None if variadic else len(positional),
+        sum(p.default is p.empty for p in positional),
+        frozenset(p.name for p in keywords),
+        frozenset(p.name for p in keywords if p.default is p.empty),
+    )
+
+
+def unsupported_attribute(op_type: str, attrs) -> str | None:
+    """The first attribute of a node that its handler does not take, if any."""
+    known = params(op_type).attrs
+    return next((a for a in attrs if a not in known), None)
+
+
+def _onnx_dtype(ctx, to: int):
+    from onnx import helper
+
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(to))
+    except (KeyError, TypeError, ValueError):
+        ctx.refuse(f"to={to} is not a type facerun knows")
+
+
+# --------------------------------------------------------------------------------------------- convolutions
+
+
+@op
+def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    weight = np.asarray(ctx.const(w, "weight"), dtype=np.float32)
+    if weight.ndim != 4 or len(x.shape) != 4:
+        ctx.refuse(f"only 2-D convolutions are supported (input {list(x.shape)}, weight {list(weight.shape)})")
+    n, c, h, wd = x.shape
+    cout, cg, kh, kw = weight.shape
+    if kernel_shape is not None and tuple(int(k) for k in kernel_shape) != (kh, kw):
+        ctx.refuse(f"kernel_shape {list(kernel_shape)} does not match its weight {list(weight.shape)}")
+    group = int(group)
+    if c != cg * group:
+        ctx.bad_input(f"expects {cg * group} input channels, got {c}")
+    stride, dil = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
+    pad = S.pads(ctx, auto_pad, pads, (h, wd), (kh, kw), stride, dil)
+    oh, ow = S.window_output(ctx, (h, wd), (kh, kw), stride, dil, pad)
+    bias = None if b is None else np.asarray(ctx.const(b, "bias"), np.float32).reshape(-1).copy()
+    return ctx.emit(P.Conv(0, ctx.name, ctx.vid(x), weight.copy(), bias, group, stride, dil, pad), (n, cout, oh, ow))
+
+
+@op
+def BatchNormalization(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1, training_mode=0,
+                       is_test=0, consumed_inputs=None):
+    if training_mode:
+        ctx.refuse("training_mode 1 is not supported")
+    stats = [np.asarray(ctx.const(t, "statistics"), np.float64).reshape(-1) for t in (scale, bias, mean, var)]
+    channels = x.shape[1] if len(x.shape) >= 2 else 0
+    if any(s.size != channels for s in stats):
+        ctx.refuse(f"statistics of {[s.size for s in stats]} values for {channels} channels (spatial={spatial})")
+    gamma, beta, mu, v = stats
+    k = gamma / np.sqrt(v + float(epsilon))
+    # the passes fold this into the convolution (or fully connected layer) before it when they can
+    step = P.Affine(0, ctx.name, ctx.vid(x), k.astype(np.float32), (beta - mu * k).astype(np.float32))
+    return ctx.emit(step, x.shape)
+
+
+@op
+def Gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):
+    if len(a.shape) != 2:
+        ctx.bad_input(f"expects a 2-D input, got {list(a.shape)}")
+    m, k = a.shape
+    if transA:
+        copy = P.Copy(0, ctx.name + ":transA", ctx.vid(a), 0, (1, k), "transpose")
+        a = ctx.emit(copy, (k, m), name=ctx.name + ":At")
+        m, k = k, m
+    if not b.is_const:
+        ctx.refuse("a computed B operand is not supported")
+    wb = np.asarray(b.data, np.float32)
+    weight = (wb if transB else wb.T) * np.float32(alpha)
+    if weight.shape[1] != k:
+        ctx.bad_input(f"expects {weight.shape[1]} input features, got {k}")
+    nout = weight.shape[0]
+    bias = None
+    if c is not None:
+        cc = np.asarray(ctx.const(c, "C"), np.float32) * np.float32(beta)
+        if cc.size == 1:
+            bias = np.full(nout, cc.reshape(-1)[0], np.float32)
+        elif cc.size == nout and (cc.ndim == 1 or cc.shape[0] == 1):
+            bias = cc.reshape(-1).copy()
+        else:
+            ctx.refuse(f"a C of shape {list(cc.shape)} is not supported")
+    return ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), np.ascontiguousarray(weight), bias), (m, nout))
+
+
+@op
+def MatMul(ctx, a, b):
+    if not a.is_const and b.is_const and b.data.ndim == 2:
+        # a computed activation times a constant matrix: a fully connected layer over the last axis
+        sa = a.shape
+        k, nout = b.data.shape
+        if sa[-1] != k:
+            ctx.bad_input(f"expects {k} input features, got {sa[-1]}")
+        x = a if len(sa) == 2 else ctx.view(a, (prod(sa[:-1]), k), name=ctx.name + ":2d")
+        weight = np.ascontiguousarray(np.asarray(b.data, np.float32).T)
+        out = ctx.emit(P.Gemm(0, ctx.name, ctx.vid(x), weight, None), (prod(sa[:-1]), nout))
+        return out if len(sa) == 2 else ctx.view(out, sa[:-1] + (nout,))
+    shape = S.matmul_shape(ctx, a.shape, b.shape)
+    return ctx.emit(P.MatMul(0, ctx.name, ctx.vid(a), ctx.vid(b)), shape)
+
+
+# ---------------------------------------------------------------------------------------------- elementwise
+
+
+def _unary(ctx, x, act: P.Activation):
+    # the passes fuse this into the convolution (or fully connected layer) before it when they can
+    return ctx.emit(P.Unary(0, ctx.name, ctx.vid(x), act), x.shape)
+
+
+@op
+def Relu(ctx, x, *, consumed_inputs=None):
+    return _unary(ctx, x, P.Activation("relu"))
+
+
+@op
+def Sigmoid(ctx, x, *, consumed_inputs=None):
+    return _unary(ctx, x, P.Activation("sigmoid"))
+
+
+@op
+def LeakyRelu(ctx, x, *, alpha=0.01, consumed_inputs=None):
+    return _unary(ctx, x, P.Activation("leaky", alpha=float(alpha)))
+
+
+@op
+def Clip(ctx, x, min_in=None, max_in=None, *, min=None, max=None, consumed_inputs=None):
+    if ctx.opset < 11:  # bounds are attributes before opset 11, inputs from then on
+        lo, hi = min, max
+    else:
+        lo, hi = (None if t is None else float(np.asarray(ctx.const(t, what)).reshape(-1)[0])
+                  for t, what in ((min_in, "min"), (max_in, "max")))
+    lo = -F32_MAX if lo is None else float(lo)
+    hi = F32_MAX if hi is None else float(hi)
+    return _unary(ctx, x, P.Activation("clip", lo=lo, hi=hi))
+
+
+@op
+def PRelu(ctx, x, slope, *, consumed_inputs=None):
+    shape = x.shape
+    if slope.is_const:
+        s = np.asarray(slope.data, np.float32)
+        # per channel when the slope, broadcast against x, varies along axis 1 only
+        if len(shape) >= 2 and s.size == shape[1] and s.ndim <= len(shape):
+            S.broadcast(shape, s.shape)
+            aligned = s.ndim >= len(shape) - 1 and s.shape[-(len(shape) - 1)] == shape[1]
+            if aligned or shape[1] == 1:
+                return _unary(ctx, x, P.Activation("prelu", slope=s.reshape(-1).copy()))
+    return _binary(ctx, x, slope, "prelu")
+
+
+def _binary(ctx, a, b, kind: str, axis=None, broadcast=0):
+    if broadcast and axis is not None and len(b.shape) < len(a.shape):
+        # before opset 7: b lines up with a from `axis` on, not from the end
+        start = S.axis(ctx, int(axis), len(a.shape))
+        b = ctx.view(b, tuple(b.shape) + (1,) * (len(a.shape) - start - len(b.shape)), name=ctx.name + ":b")
+    shape = S.broadcast(a.shape, b.shape)
+    return ctx.emit(P.Binary(0, ctx.name, ctx.vid(a), ctx.vid(b), kind), shape)
+
+
+@op
+def Add(ctx, a, b, *, axis=None, broadcast=0, consumed_inputs=None):
+    return _binary(ctx, a, b, "add", axis, broadcast)
+
+
+@op
+def Sub(ctx, a, b, *, axis=None, broadcast=0, consumed_inputs=None):
+    return _binary(ctx, a, b, "sub", axis, broadcast)
+
+
+@op
+def Mul(ctx, a, b, *, axis=None, broadcast=0, consumed_inputs=None):
+    return _binary(ctx, a, b, "mul", axis, broadcast)
+
+
+@op
+def Div(ctx, a, b, *, axis=None, broadcast=0, consumed_inputs=None):
+    return _binary(ctx, a, b, "div", axis, broadcast)
+
+
+@op
+def Softmax(ctx, x, *, axis=None):
+    shape = x.shape
+    if ctx.opset < 13:  # the input is seen as 2-D, split at axis (default 1)
+        ax = S.axis(ctx, 1 if axis is None else int(axis), len(shape))
+        outer, n, inner = prod(shape[:ax]), prod(shape[ax:]), 1
+    else:
+        ax = S.axis(ctx, -1 if axis is None else int(axis), len(shape))
+        outer, n, inner = prod(shape[:ax]), shape[ax], prod(shape[ax + 1 :])
+    return ctx.emit(P.Softmax(0, ctx.name, ctx.vid(x), outer, n, inner), shape)
+
+
+# -------------------------------------------------------------------------------------------------- pooling
+
+
+def _pool(ctx, x, kind, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides, count_include_pad=0):
+    if len(x.shape) != 4:
+        ctx.refuse(f"only 2-D pooling is supported (input {list(x.shape)})")
+    n, c, h, w = x.shape
+    k = S.pair(ctx, kernel_shape, "kernel_shape")
+    s, d = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
+    pad = S.pads(ctx, auto_pad, pads, (h, w), k, s, d)
+    oh, ow = S.window_output(ctx, (h, w), k, s, d, pad, bool(ceil_mode))
+    return ctx.emit(P.Pool(0, ctx.name, ctx.vid(x), kind, k, s, pad, d, bool(count_include_pad)), (n, c, oh, ow))
+
+
+@op
+def MaxPool(ctx, x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
+            strides=None):
+    return _pool(ctx, x, "max", auto_pad, int(ceil_mode), dilations, kernel_shape, pads, strides)
+
+
+@op
+def AveragePool(ctx, x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                pads=None, strides=None):
+    return _pool(ctx, x, "avg", auto_pad, int(ceil_mode), dilations, kernel_shape, pads, strides, count_include_pad)
+
+
+@op
+def GlobalAveragePool(ctx, x):
+    shape = x.shape
+    return ctx.emit(P.GlobalAvgPool(0, ctx.name, ctx.vid(x)), shape[:2] + (1,) * (len(shape) - 2))
+
+
+# --------------------------------------------------------------------------------------------------- resize
+
+
+def _resize(ctx, x, scales, sizes, mode, ctm, nearest_mode):
+    shape = x.shape
+    if mode != "nearest":
+        ctx.refuse(f"mode '{mode}' is not supported (nearest only)")
+    if len(shape) != 4:
+        ctx.refuse("only 4-D inputs are supported")
+    if sizes is not None:
+        out = tuple(S.ints(sizes))
+        sc = [o / i for o, i in zip(out, shape)]
+    else:
+        sc = [float(v) for v in np.asarray(scales).reshape(-1)]
+        out = tuple(int(np.floor(i * s)) for i, s in zip(shape, sc))
+    if len(out) != 4:
+        ctx.refuse(f"{'sizes' if sizes is not None else 'scales'} of {len(out)} values for a 4-D input")
+    if out[:2] != shape[:2]:
+        ctx.refuse("resizing the batch or channel axis is not supported")
+    maps = [S.nearest_map(ctx, shape[ax], out[ax], sc[ax], ctm, nearest_mode) for ax in (2, 3)]
+    return ctx.emit(P.Resize(0, ctx.name, ctx.vid(x), maps[0], maps[1]), out)
+
+
+@op
+def Resize(ctx, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+           coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+           extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+           nearest_mode="round_prefer_floor"):
+    # antialias, cubic_coeff_a and exclude_outside change linear and cubic resizes only; extrapolation_value
+    # tf_crop_and_resize only (refused below)
+    if ctx.opset < 11:  # Resize-10: (X, scales), asymmetric coordinates, floor
+        sc, sz = ctx.const(roi, "scales"), None
+        ctm, nearest = "asymmetric", "floor"
+    else:
+        sc, sz = ctx.const(scales, "scales"), ctx.const(sizes, "sizes")
+        ctm, nearest = coordinate_transformation_mode, nearest_mode
+    if sc is not None and np.size(sc) == 0:
+        sc = None
+    if sz is not None and np.size(sz) == 0:
+        sz = None
+    if sz is None and sc is None:
+        ctx.refuse("neither scales nor sizes is given")
+    if sz is not None and keep_aspect_ratio_policy != "stretch":
+        ctx.refuse(f"keep_aspect_ratio_policy '{keep_aspect_ratio_policy}' is not supported")
+    if axes is not None:  # scales or sizes for these axes only; the others keep their size
+        rank = len(x.shape)
+        full = [1.0] * rank if sz is None else list(x.shape)
+        for ax, v in zip(axes, np.asarray(sc if sz is None else sz).reshape(-1)):
+            full[S.axis(ctx, int(ax), rank, "axes")] = v
+        sc, sz = (full, None) if sz is None else (None, full)
+    return _resize(ctx, x, sc, sz, mode, ctm, nearest)
+
+
+@op
+def Upsample(ctx, x, scales_in=None, *, mode="nearest", scales=None, height_scale=None, width_scale=None):
+    if scales is None and height_scale is not None:  # opset 1
+        scales = [1.0, 1.0, float(height_scale), float(width_scale or 1.0)]
+    if scales is None:  # an input from opset 9 on
+        scales = ctx.const(scales_in, "scales")
+    if scales is None:
+        ctx.refuse("no scales")
+    return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")
+
+
+# ------------------------------------------------------------------------------------------ moving data
+
+
+@op
+def Transpose(ctx, x, *, perm=None):
+    shape = x.shape
+    rank = len(shape)
+    perm = list(range(rank))[::-1] if perm is None else [S.axis(ctx, int(p), rank, "perm") for p in perm]
+    if sorted(perm) != list(range(rank)):
+        ctx.refuse(f"perm {perm} is not a permutation of {rank} axes")
+    out_shape = tuple(shape[p] for p in perm)
+    moved = [p for p in perm if shape[p] != 1]
+    if moved == sorted(moved):
+        return ctx.view(x, out_shape)  # only size-1 axes move: same memory order
+    st = S.strides(shape)
+    return ctx.emit(P.Copy(0, ctx.name, ctx.vid(x), 0, tuple(st[p] for p in perm), "transpose"), out_shape)
+
+
+@op
+def Slice(ctx, x, starts_in=None, ends_in=None, axes_in=None, steps_in=None, *, starts=None, ends=None, axes=None):
+    if ctx.opset < 10 or starts is not None:  # attributes before opset 10, inputs from then on
+        if starts is None or ends is None:
+            ctx.refuse("starts or ends is missing")
+        steps = [1] * len(starts)
+    else:
+        starts, ends = S.ints(ctx.const(starts_in, "starts")), S.ints(ctx.const(ends_in, "ends"))
+        axes = None if axes_in is None else S.ints(ctx.const(axes_in, "axes"))
+        steps = [1] * len(starts) if steps_in is None else S.ints(ctx.const(steps_in, "steps"))
+    axes = list(range(len(starts))) if axes is None else list(axes)
+    shape = x.shape
+    st = S.strides(shape)
+    offset, strides, out_shape = 0, list(st), list(shape)
+    for s, e, ax, step in zip(starts, ends, axes, steps):
+        ax = S.axis(ctx, int(ax), len(shape), "axes")
+        if step == 0:
+            ctx.refuse("step 0")
+        r = range(*slice(int(s), int(e), int(step)).indices(shape[ax]))
+        out_shape[ax] = len(r)
+        offset += (r.start if len(r) else 0) * st[ax]
+        strides[ax] = st[ax] * int(step)
+    if out_shape == list(shape) and offset == 0 and strides == st:
+        return x  # a slice that keeps everything
+    return ctx.emit(P.Copy(0, ctx.name, ctx.vid(x), offset, tuple(strides), "slice"), tuple(out_shape))
+
+
+@op
+def Gather(ctx, x, indices, *, axis=0):
+    """Constant indices along one axis: a strided copy for each arithmetic run of them, joined by a Concat."""
+    idx = np.asarray(ctx.const(indices, "indices"))
+    if idx.dtype.kind not in "iu":
+        ctx.refuse(f"indices of type {idx.dtype} (integers only)")
+    shape = x.shape
+    ax = S.axis(ctx, int(axis), len(shape))
+    n = shape[ax]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        ctx.bad_input(f"an index in {S.ints(idx)[:8]} is out of range for an axis of {n}")
+    flat = [int(i) % n for i in idx.reshape(-1)]
+    out_shape = shape[:ax] + idx.shape + shape[ax + 1 :]
+    if flat == list(range(n)):
+        return ctx.view(x, out_shape)  # every index in order: the same data
+    st = S.strides(shape)
+    runs = S.rising_runs(flat)
+    parts = []
+    for k, (first, step, count) in enumerate(runs):
+        strides = list(st)
+        strides[ax] = st[ax] * step
+        name = None if len(runs) == 1 else f"{ctx.outputs[0]}:{k}"
+        copy = P.Copy(0, ctx.name, ctx.vid(x), first * st[ax], tuple(strides), "gather")
+        parts.append(ctx.emit(copy, shape[:ax] + (count,) + shape[ax + 1 :], name=name))
+    out = parts[0]
+    if len(parts) > 1:
+        joined = shape[:ax] + (len(flat),) + shape[ax + 1 :]
+        out = ctx.emit(P.Concat(0, ctx.name, tuple(ctx.vid(p) for p in parts), ax), joined)
+    return ctx.view(out, out_shape)
+
+
+@op
+def Concat(ctx, *xs, axis=None):
+    if axis is None:
+        if ctx.opset >= 4:
+            ctx.refuse("attribute 'axis' is missing")
+        axis = 1
+    # a 0-d constant (a folded scalar) counts as one element
+    parts = [ctx.view(v, (1,)) if v.shape == () else v for v in xs if v is not None]
+    if not parts:
+        ctx.refuse("no inputs")
+    shapes = [p.shape for p in parts]
+    rank = len(shapes[0])
+    ax = S.axis(ctx, int(axis), rank)
+    for s in shapes:
+        if len(s) != rank or any(s[d] != shapes[0][d] for d in range(rank) if d != ax):
+            ctx.bad_input(f"shapes {[list(s) for s in shapes]} do not line up")
+    out = list(shapes[0])
+    out[ax] = sum(s[ax] for s in shapes)
+    return ctx.emit(P.Concat(0, ctx.name, tuple(ctx.vid(p) for p in parts), ax), tuple(out))
+
+
+# ----------------------------------------------------------------------------------- views: no data moves
+
+
+@op
+def Reshape(ctx, x, shape_in=None, *, allowzero=0, shape=None, consumed_inputs=None):
+    if shape is None and shape_in is None:
+        ctx.refuse("no target shape")
+    target = S.ints(shape if shape is not None else ctx.const(shape_in, "shape"))  # an attribute before opset 5
+    n = ctx.batch_items
+    if not x.is_const and n and n > 1 and target and target[0] == 1 and x.shape[0] == n:
+        # a file fixed at batch 1 compiled for n items: the leading 1 is the batch (the Net checks the result)
+        target[0] = n
+        ctx.note(f"Reshape '{ctx.name}': its leading 1 taken as the batch of {n}")
+    return ctx.view(x, S.reshape_target(ctx, x.shape, target, allowzero))
+
+
+@op
+def Flatten(ctx, x, *, axis=1):
+    shape = x.shape
+    rank = len(shape)
+    if not -rank <= axis <= rank:
+        ctx.refuse(f"axis {axis} is out of range for a {rank}-D input")
+    ax = axis + rank if axis < 0 else axis
+    return ctx.view(x, (prod(shape[:ax]), prod(shape[ax:])))
+
+
+@op
+def Squeeze(ctx, x, axes_in=None, *, axes=None):
+    shape = x.shape
+    if axes is None and axes_in is not None:  # an input from opset 13 on
+        axes = S.ints(ctx.const(axes_in, "axes"))
+    if axes is None:
+        return ctx.view(x, tuple(d for d in shape if d != 1))
+    drop = {S.axis(ctx, int(ax), len(shape), "axes") for ax in axes}
+    if any(shape[ax] != 1 for ax in drop):
+        ctx.bad_input(f"axis of size other than 1 in {list(shape)}")
+    return ctx.view(x, tuple(d for i, d in enumerate(shape) if i not in drop))
+
+
+@op
+def Unsqueeze(ctx, x, axes_in=None, *, axes=None):
+    if axes is None and axes_in is None:
+        ctx.refuse("no axes")
+    if axes is None:  # an input from opset 13 on
+        axes = S.ints(ctx.const(axes_in, "axes"))
+    shape = list(x.shape)
+    rank = len(shape) + len(axes)
+    for ax in sorted(S.axis(ctx, int(a), rank, "axes") for a in axes):
+        shape.insert(ax, 1)
+    return ctx.view(x, tuple(shape))
+
+
+@op
+def Identity(ctx, x):
+    return x
+
+
+@op
+def Dropout(ctx, x, ratio_in=None, training_mode=None, *, ratio=0.5, seed=None, is_test=0, consumed_inputs=None):
+    if training_mode is not None and np.any(ctx.const(training_mode, "training_mode")):
+        ctx.refuse("training_mode true is not supported")
+    return x  # inference: the input unchanged (the mask output is not made)
+
+
+@op
+def Cast(ctx, x, *, to, saturate=1, round_mode="up"):  # saturate, round_mode: float8 targets only
+    dtype = _onnx_dtype(ctx, int(to))
+    if x.is_const:
+        return ctx.constant(x.data.astype(dtype))
+    if dtype != np.float32:
+        ctx.refuse(f"casting a computed tensor to {dtype} is not supported (float32 only)")
+    return x
+
+
+# ---------------------------------------------------------------------------------------------- constants
+
+
+@op
+def Shape(ctx, x, *, start=0, end=None):
+    return ctx.constant(np.array(x.shape[start:end], dtype=np.int64))
+
+
+@op
+def Constant(ctx, *, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None):
+    for v, dtype in ((value_float, np.float32), (value_floats, np.float32), (value_int, np.int64),
+                     (value_ints, np.int64)):
+        if v is not None:
+            return ctx.constant(np.array(v, dtype=dtype))
+    if value is None:
+        ctx.refuse("no value facerun can read")
+    return ctx.constant(np.asarray(value))
+
+
+@op
+def ConstantOfShape(ctx, shape, *, value=None):
+    dims = np.asarray(ctx.const(shape, "shape"))
+    if dims.dtype.kind not in "iu" or dims.ndim > 1:
+        ctx.refuse(f"its shape must be a 1-D integer tensor, got {dims.dtype} {list(dims.shape)}")
+    if (dims < 0).any():
+        ctx.bad_input(f"a negative dimension in {S.ints(dims)}")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    if fill.size != 1:
+        ctx.refuse(f"value must hold one element, it holds {fill.size}")
+    return ctx.constant(np.full(tuple(S.ints(dims)), fill.reshape(-1)[0], dtype=fill.dtype))

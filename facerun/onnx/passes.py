@@ -1,0 +1,129 @@
+"""Fusions over a lowered step program, run by the compiler after every node is lowered.
+
+Each pass walks the steps in order and merges a step into the convolution or fully connected layer that made its
+input, when that layer's output is read by nothing else (no other step, no view that is read, not a program output).
+The merged layer then writes the later step's value, so everything downstream reads what it read before; the step
+goes. Each fusion is listed in `Program.folded`.
+
+The order in `PASSES` keeps what can be merged the same as merging greedily in graph order: batch norms first, then
+activations, then residual adds, then the activations that follow a residual add (act(conv + residual)).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .. import program as P
+
+_ONNX_OP = {"relu": "Relu", "sigmoid": "Sigmoid", "clip": "Clip", "leaky": "LeakyRelu", "prelu": "PRelu"}
+
+
+class _Steps:
+    """Who makes and who reads each storage of a program while a pass merges steps."""
+
+    def __init__(self, prog: P.Program):
+        self.prog = prog
+        self.producer = {s.out: s for s in prog.steps}
+        self.position = {id(s): i for i, s in enumerate(prog.steps)}
+        self.readers: Counter[int] = Counter(prog.storage(v) for s in prog.steps for v in s.reads)
+        self.readers.update(prog.storage(v) for _, v in prog.outputs)
+        self.gone: set[int] = set()
+
+    def sole_producer(self, vid: int, kinds: tuple) -> P.Step | None:
+        """The step of one of `kinds` that wrote vid itself (not a view of it), if nothing but one step reads vid."""
+        step = self.producer.get(vid)
+        if step is None or not isinstance(step, kinds) or self.readers[vid] != 1:
+            return None
+        return step
+
+    def made_at(self, vid: int) -> int:
+        """Position of the step that makes vid's storage (-1 for inputs and constants)."""
+        step = self.producer.get(self.prog.storage(vid))
+        return -1 if step is None else self.position[id(step)]
+
+    def merge(self, step: P.Step, into: P.Step, note: str) -> None:
+        """`into` takes over writing step's value; step goes."""
+        del self.producer[into.out]
+        into.out = step.out
+        self.producer[step.out] = into
+        self.gone.add(id(step))
+        self.prog.folded.append(note)
+
+    def finish(self) -> None:
+        self.prog.steps = [s for s in self.prog.steps if id(s) not in self.gone]
+
+
+def fold_batchnorm(prog: P.Program) -> None:
+    """A batch norm (an Affine step) right after a convolution or a fully connected layer goes into that layer's
+    weights and bias: w' = w * scale[c], b' = b * scale[c] + shift[c]. Not after a fused residual or activation,
+    which the scale would then wrongly cover."""
+    g = _Steps(prog)
+    for st in prog.steps:
+        if not isinstance(st, P.Affine):
+            continue
+        prev = g.sole_producer(st.x, (P.Conv, P.Gemm))
+        if prev is None or prev.act is not None or getattr(prev, "residual", None) is not None:
+            continue
+        scale, shift = st.scale.astype(np.float64), st.shift.astype(np.float64)
+        w = prev.weight.astype(np.float64)
+        if scale.size != w.shape[0]:
+            continue
+        prev.weight = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        b = np.zeros(w.shape[0]) if prev.bias is None else prev.bias.astype(np.float64)
+        prev.bias = (b * scale + shift).astype(np.float32)
+        g.merge(st, prev, f"BatchNormalization '{st.node}' folded into {prev.op} '{prev.node}'")
+    g.finish()
+
+
+def fuse_activations(prog: P.Program) -> None:
+    """An activation (a Unary step) right after a convolution or a fully connected layer without one joins that
+    layer's epilogue: out = act(conv(x) + bias [+ residual])."""
+    g = _Steps(prog)
+    for st in prog.steps:
+        if not isinstance(st, P.Unary):
+            continue
+        prev = g.sole_producer(st.x, (P.Conv, P.Gemm))
+        if prev is None or prev.act is not None:
+            continue
+        shape = prog.shape(st.x)
+        if st.act.kind == "prelu" and (len(shape) < 2 or st.act.slope.size != shape[1]):
+            continue  # the epilogue takes one slope per channel
+        prev.act = st.act
+        g.merge(st, prev, f"{_ONNX_OP.get(st.act.kind, st.act.kind)} '{st.node}' fused into {prev.op} '{prev.node}'")
+    g.finish()
+
+
+def fuse_residual_adds(prog: P.Program) -> None:
+    """conv(x) + other joins the convolution's epilogue as its residual when `other` exists before the convolution
+    runs (made by an earlier step, or an input) and has the sum's shape. Of two convolutions added together, only
+    the later one can take the earlier one's output (IResNet's downsample branch)."""
+    g = _Steps(prog)
+    for st in prog.steps:
+        if not isinstance(st, P.Binary) or st.kind != "add":
+            continue
+        shape = prog.shape(st.out)
+        for conv_side, other in ((st.a, st.b), (st.b, st.a)):
+            if prog.values[other].kind == "const":
+                continue
+            conv = g.sole_producer(conv_side, (P.Conv,))
+            if conv is None or conv.act is not None or conv.residual is not None:
+                continue
+            if not prog.shape(other) == shape == prog.shape(conv_side):
+                continue
+            if g.made_at(other) >= g.position[id(conv)]:
+                continue
+            conv.residual = other
+            g.merge(st, conv, f"Add '{st.node}' fused into Conv '{conv.node}' as a residual")
+            break
+    g.finish()
+
+
+PASSES = (fold_batchnorm, fuse_activations, fuse_residual_adds, fuse_activations)
+
+
+def run(prog: P.Program) -> None:
+    """Every pass, in order (lifetimes are assigned afterwards)."""
+    for fusion in PASSES:
+        fusion(prog)
