@@ -21,6 +21,10 @@ COMMANDS = {
     "compare": "compare",
     "adapter": "adapter",
     "bench": "bench",
+    "index": "index",
+    "identify": "identify",
+    "cluster": "cluster",
+    "search": "search",
 }
 
 
