@@ -3,6 +3,7 @@ and the loop under it (iter_photo_faces) and BGR input."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -57,7 +58,7 @@ def test_incremental_runs_skip_reindex_and_drop(tmp_path, faces_db, mobilefacene
     # every photo holds what indexing the original shared photos gave: the changed one its six faces, once
     reference = faces_by_sha(faces_db)
     now = faces_by_sha(db)
-    assert now == {sha: reference[sha] for sha in now} and sorted(now.values())[-1] == 6
+    assert now == {sha: reference[sha] for sha in now} and max(now.values()) == 6
 
 
 def test_index_command_reports_counts_and_fails_on_unreadable(tmp_path):
@@ -68,8 +69,6 @@ def test_index_command_reports_counts_and_fails_on_unreadable(tmp_path):
     db = tmp_path / "faces.db"
     r = run("index", tmp_path / "photos", "--db", db, "--model", MOBILEFACENET, "--device", "cpu", "--json")
     assert r.exit_code == 1
-    import json
-
     report = json.loads(r.stdout)
     assert (report["added"], report["unchanged"], len(report["failed"])) == (2, 0, 1)
     assert report["failed"][0]["image"].endswith("broken.jpg") and "broken.jpg" in r.stderr
@@ -115,10 +114,8 @@ def test_kill_9_mid_run_loses_only_the_batch_in_flight(tmp_path, faces_db):
         assert duplicates == 0
     assert all(count == reference[sha] for sha, count in faces_by_sha(db).items())  # no photo half-indexed
 
-    done = subprocess.run(command + ["--json"], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*command, "--json"], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    import json
-
     report = json.loads(done.stdout)
     assert report["unchanged"] == stored and report["added"] == len(photos) - stored
     with sqlite3.connect(db) as conn:
@@ -194,7 +191,7 @@ def test_iter_photo_faces_keeps_order_reports_errors_and_matches_the_index(tmp_p
         rows = [i for i, p in enumerate(stored.paths) if p == str(r.path)]
         assert np.allclose(stored.boxes[rows], [f.box for f in r.faces], atol=1e-3)
         assert np.allclose(np.sum(stored.embeddings[rows] * r.embeddings, axis=1), 1.0, atol=1e-5)
-    largest = list(iter_photo_faces(paths[:1], yunet_cpu, mobilefacenet, all_faces=False))[0]
+    largest = next(iter_photo_faces(paths[:1], yunet_cpu, mobilefacenet, all_faces=False))
     assert len(largest.faces) == 1 and largest.embeddings.shape == (1, 128)
 
 
