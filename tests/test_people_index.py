@@ -209,3 +209,16 @@ def test_bgr_arrays_when_told(mobilefacenet, yunet_cpu):
     assert np.allclose(records[0].embedding, expected[0], atol=1e-5)
     # and the colours do matter: BGR taken as RGB gives another vector
     assert float(mobilefacenet.embed(crop_rgb[:, :, ::-1])[0] @ expected[0]) < 0.999
+
+
+def test_a_replica_database_reopens_its_model_by_name(tmp_path, yunet_cpu):
+    from facerun.face.embed import Embedder
+
+    db = tmp_path / "replica.db"
+    with FaceIndex(db) as index:
+        report = index.update([FACES / "lennon"], embedder=Embedder("sface-arch-small", device="cpu"),
+                              detector=yunet_cpu)
+        assert report.added == 2 and index.stored_model() == "sface-arch-small"
+    r = run("search", FACES / "lennon" / "lennon-1.jpg", "--db", db, "--device", "cpu", "--json")
+    assert r.exit_code == 0, r.output
+    assert Path(json.loads(r.stdout)[0]["image"]).name == "lennon-1.jpg"

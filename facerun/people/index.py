@@ -167,11 +167,15 @@ class FaceIndex:
 
     def stored_model(self) -> str | None:
         """The model argument that reopens this database's embedder: its file path when that still exists."""
+        from ..zoo import replicas
+
         stored = self.meta()
-        path = stored.get("model_path")
+        name, path = stored.get("model"), stored.get("model_path")
+        if name and replicas.is_replica(name):
+            return name  # a replica's file is only known by its name (random weights: no sha256 in the table)
         if path and Path(path).is_file():
             return path
-        return stored.get("model")
+        return name
 
     def _claim_model(self, embedder, detector) -> None:
         if "model" in self.meta():
