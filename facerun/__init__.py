@@ -15,6 +15,7 @@ __all__ = [
     "Net",
     "Detector",
     "Embedder",
+    "FaceIndex",
     "FacerunError",
     "GpuError",
     "ImageError",
@@ -38,4 +39,8 @@ def __getattr__(name):
         from .face.embed import Embedder
 
         return Embedder
+    if name == "FaceIndex":
+        from .people.index import FaceIndex
+
+        return FaceIndex
     raise AttributeError(f"module 'facerun' has no attribute '{name}'")

@@ -22,6 +22,10 @@ COMMANDS = {
     "adapter": "adapter",
     "bench": "bench",
     "tune": "tune",
+    "index": "index",
+    "identify": "identify",
+    "cluster": "cluster",
+    "search": "search",
 }
 
 

@@ -50,7 +50,12 @@ def _print_table(table: Table) -> None:
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON result here.")
 @click.option("--compare", nargs=2, type=click.Path(path_type=Path), metavar="A.json B.json",
               help="Compare two saved results instead of benchmarking: per-face times side by side and B's speed-up.")
-def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save, compare):
+@click.option("--search", "search_sizes", default=None, metavar="N,N,...", is_flag=False,
+              flag_value="10000,100000,1000000",
+              help="Time brute-force face search instead: query ms over N random 512-d faces (default sizes "
+                   "10000,100000,1000000).")
+def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save, compare,
+            search_sizes):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
@@ -62,6 +67,16 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
 
     MODEL is an .onnx file, a known model's name or a replica name; with neither MODEL nor --models, the built-in
     replicas yunet-arch, sface-arch and auraface-arch run, so nothing needs downloading."""
+    if search_sizes:
+        from ..people.search import bench_search
+        from .search import print_bench
+
+        try:
+            counts = tuple(int(n) for n in search_sizes.split(",") if n.strip())
+        except ValueError:
+            raise InputError(f"--search takes face counts like 10000,100000, not '{search_sizes}'") from None
+        print_bench(bench_search(counts), as_json)
+        return
     if compare:
         if models or models_dir:
             raise InputError("--compare takes two saved results and no models")

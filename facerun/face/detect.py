@@ -62,9 +62,16 @@ class Detector:
     def device(self) -> str:
         return self.net.device
 
-    def detect(self, image) -> list[Face]:
-        """Faces in an RGB uint8 HxWx3 array or an image file, best score first."""
-        rgb = load_image(image) if isinstance(image, (str, Path)) else _checked_rgb(image)
+    def detect(self, image, bgr: bool = False) -> list[Face]:
+        """Faces in an RGB uint8 HxWx3 array or an image file, best score first.
+
+        bgr=True: the array is in BGR order (what cv2.imread gives); a file is always read correctly."""
+        if isinstance(image, (str, Path)):
+            rgb = load_image(image)
+        else:
+            rgb = _checked_rgb(image)
+            if bgr:
+                rgb = rgb[:, :, ::-1]
         small, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
         rows = self.detect_rows(small)
         if scale_x != 1.0 or scale_y != 1.0:

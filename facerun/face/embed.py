@@ -303,14 +303,19 @@ class Embedder:
                              f"{self.input_size[0]}x{self.input_size[1]}")
 
     # --------------------------------------------------------------------------------------------- embedding
-    def align(self, image, landmarks) -> np.ndarray:
-        """The aligned crop (at the model's input size) of one face of an RGB image."""
-        return align.align_face(image, landmarks, self.input_size)
+    def align(self, image, landmarks, bgr: bool = False) -> np.ndarray:
+        """The aligned RGB crop (at the model's input size) of one face of an RGB image (bgr=True: a BGR image,
+        as cv2.imread gives; the crop still comes back RGB)."""
+        crop = align.align_face(image, landmarks, self.input_size)
+        return np.ascontiguousarray(crop[:, :, ::-1]) if bgr else crop
 
-    def embed(self, faces, batch: int = DEFAULT_BATCH) -> np.ndarray:
+    def embed(self, faces, batch: int = DEFAULT_BATCH, bgr: bool = False) -> np.ndarray:
         """Embeddings (N x dim, float32, unit length) of aligned RGB uint8 crops: an N x h x w x 3 array, a list of
-        h x w x 3 arrays, or one h x w x 3 crop. Runs `batch` faces per call of the network (one GPU submission)."""
+        h x w x 3 arrays, or one h x w x 3 crop (bgr=True: the crops are BGR, e.g. insightface's norm_crop of a
+        cv2.imread image). Runs `batch` faces per call of the network (one GPU submission)."""
         crops = self._as_batch(faces)
+        if bgr:
+            crops = crops[..., ::-1]
         if batch < 1:
             raise InputError(f"batch must be 1 or more, not {batch}")
         if len(crops) == 0:
@@ -349,8 +354,10 @@ class Embedder:
         on_image: Callable[[str, int, FacerunError | None], None] | None = None,
         skip_unreadable: bool = False,
         timing: Timing | None = None,
+        bgr: bool = False,
     ) -> list[FaceEmbedding]:
-        """Detect, align and embed the largest face (or every face) of each image (paths or RGB uint8 arrays).
+        """Detect, align and embed the largest face (or every face) of each image (paths or RGB uint8 arrays;
+        bgr=True: the arrays are BGR, as cv2.imread gives, while files are read correctly either way).
 
         Faces are embedded `batch` at a time across images. An image with no face gives no record. An image that
         cannot be read raises ImageError, or with skip_unreadable=True is passed to `on_image` and skipped.
@@ -379,6 +386,8 @@ class Embedder:
             try:
                 start = time.perf_counter()
                 rgb = _load(item)
+                if bgr and not isinstance(item, (str, Path)):
+                    rgb = rgb[:, :, ::-1]
                 timing.load_s += time.perf_counter() - start
                 start = time.perf_counter()
                 faces = detector.detect(rgb)

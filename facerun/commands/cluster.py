@@ -1,0 +1,74 @@
+"""`facerun cluster`: group the faces of a face database by person (HDBSCAN); name clusters; contact sheets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import InputError
+from .index import err
+
+
+@click.command("cluster")
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The face database made by `facerun index`.")
+@click.option("--min-size", type=click.IntRange(min=2), default=2, show_default=True,
+              help="Fewest faces a cluster may have; faces in no cluster are noise.")
+@click.option("--sheets", "sheets_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write one contact sheet per cluster here (cluster-<id>[-<name>].png, noise.png).")
+@click.option("--name", "naming", nargs=2, type=(int, str), metavar="ID NAME",
+              help="Name cluster ID (as the last clustering numbered it) instead of clustering; '' clears it. "
+                   "Names are kept in the database and carried to the matching cluster by later runs.")
+@click.option("--show", is_flag=True, help="Show the stored clustering instead of clustering again.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"clusters": [{"id","name","size","faces": [{"image","box","face_id"}]}], "noise": [...]}.')
+def command(db_path, min_size, sheets_dir, naming, show, as_json):
+    """Group the faces indexed in --db by person, with scikit-learn's HDBSCAN on the embeddings (unit vectors,
+    so Euclidean distance ranks as cosine distance does). Clusters are numbered 1, 2, ... by size, largest first,
+    and saved in the database (faces.cluster, table clusters). Needs scikit-learn: pip install 'facerun[cluster]'.
+    """
+    from ..people.cluster import cluster_index, name_cluster, stored_clusters
+    from ..people.index import FaceIndex
+
+    if naming and show:
+        raise InputError("--name and --show do not go together")
+    with FaceIndex(db_path, create=False) as index:
+        if naming:
+            cid, name = naming
+            name_cluster(index, cid, name)
+            result = stored_clusters(index)
+            err.print(f"cluster {cid} " + (f"is now {name!r}" if name else "has no name now"), markup=False)
+        elif show:
+            result = stored_clusters(index)
+        else:
+            if index.counts()["faces"] == 0:
+                raise InputError(f"{db_path} holds no faces; index photos first (`facerun index PHOTOS --db "
+                                 f"{db_path}`)")
+            result = cluster_index(index, min_size=min_size)
+    if sheets_dir is not None:
+        from ..people.sheets import write_sheets
+
+        written = write_sheets(result, sheets_dir)
+        err.print(f"wrote {len(written)} contact sheets to {sheets_dir}", markup=False)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    elif not naming:
+        _print(result)
+
+
+def _print(result) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    faces = sum(c.size for c in result.clusters) + len(result.noise)
+    table = Table(title=f"{len(result.clusters)} clusters, {len(result.noise)} of {faces} faces in none",
+                  title_justify="left")
+    for name in ("id", "name", "faces", "photos"):
+        table.add_column(name, justify="right" if name in ("id", "faces") else "left")
+    for c in result.clusters:
+        photos = sorted({f"{Path(p).parent.name}/{Path(p).name}" for p in c.images})
+        shown = ", ".join(photos[:4]) + (f", ... ({len(photos)} photos)" if len(photos) > 4 else "")
+        table.add_row(str(c.id), c.name or "", str(c.size), shown)
+    out.print(table)

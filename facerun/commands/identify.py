@@ -1,0 +1,109 @@
+"""`facerun identify`: name every face in photos from a gallery of known people."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import InputError
+from .embed import embedder_options, make_detector
+from .index import embedder_for, err, progress_bar
+
+
+@click.command("identify")
+@click.argument("photos", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--known", "known_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Known people: one folder per person (known/alice/*.jpg), or photos named after the person "
+                   "(known/alice.jpg, known/alice_2.jpg).")
+@click.option("--known-db", type=click.Path(dir_okay=False, path_type=Path),
+              help="Keep the known gallery's embeddings in this face database: later runs embed only new or "
+                   "changed known photos; without --known, the gallery is used as stored.")
+@embedder_options
+@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+              help="Cosine below which a face is 'unknown'. Default: the model's (see `facerun compare --help`).")
+@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True, help="Faces per network call.")
+@click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","name","cosine"}], one per face.')
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV: image,name,cosine,x,y,w,h, one row per face.")
+def command(photos, known_dir, known_db, model, device, detector_model, input_size, mean, std, bgr, threshold,
+            batch, as_json, as_csv):
+    """Name every face in the PHOTOS (files or folders) after the best-matching known person, or 'unknown'.
+
+    Each known photo contributes its largest face; a face's score for a person is its best cosine over that
+    person's known faces. Unreadable photos are reported, the rest go on, and the exit status is 1.
+    """
+    from ..face.images import iter_images
+    from ..people.identify import build_gallery, identify_photos
+
+    if as_json and as_csv:
+        raise InputError("choose one of --json and --csv")
+    if known_dir is None and known_db is None:
+        raise InputError("give the known people with --known DIR (and/or --known-db FILE)")
+    if known_db is not None and known_dir is None and not known_db.is_file():
+        raise InputError(f"--known-db {known_db}: no such file; build it with --known DIR --known-db {known_db}")
+    paths = iter_images(photos)
+    if not paths:
+        raise InputError(f"no images found in {', '.join(str(p) for p in photos)}")
+    db_model = None
+    if known_db is not None and known_db.is_file():
+        from ..people.index import FaceIndex
+
+        with FaceIndex(known_db, create=False) as index:
+            db_model = index.stored_model()
+    embedder = embedder_for(db_model, model, device, input_size, mean, std, bgr, threshold)
+    limit = embedder.threshold
+    if limit is None:
+        raise InputError(f"no threshold known for {embedder.name}; pass --threshold")
+    detector = make_detector(detector_model, device)
+
+    failed: list[str] = []
+    bar = progress_bar(err, "identifying") if err.is_terminal else None
+    with bar if bar is not None else contextlib.nullcontext():
+        gallery, skipped = build_gallery(embedder, detector, known_dir=known_dir, known_db=known_db, batch=batch)
+        for path, reason in skipped:
+            err.print(f"note: known photo skipped: {reason}", markup=False)
+        task = bar.add_task("identifying", total=len(paths)) if bar is not None else None
+
+        def advance(result):
+            if bar is not None:
+                bar.advance(task)
+
+        def on_error(message):
+            failed.append(message)
+            (bar.console if bar is not None else err).print(f"error: {message}", markup=False)
+
+        rows = list(identify_photos(gallery, paths, embedder, detector, limit, batch=batch, progress=advance,
+                                    on_error=on_error))
+    err.print(f"{len(gallery.people)} known people ({len(gallery.names)} faces), {len(rows)} faces in "
+              f"{len(paths) - len(failed)} photos, threshold {limit:g} ({embedder.name}, {embedder.device})",
+              markup=False)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+    elif as_csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(["image", "name", "cosine", "x", "y", "w", "h"])
+        for r in rows:
+            writer.writerow([r.image, r.name, f"{r.cosine:.6f}", *(f"{v:.2f}" for v in r.box)])
+    else:
+        _print_table(rows)
+    if failed:
+        sys.exit(1)
+
+
+def _print_table(rows) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    if not rows:
+        out.print("no faces found")
+        return
+    table = Table()
+    for name in ("image", "name", "cosine", "box x,y,w,h"):
+        table.add_column(name, justify="right" if name == "cosine" else "left")
+    for r in rows:
+        table.add_row(r.image, r.name, f"{r.cosine:.3f}", ",".join(f"{v:.0f}" for v in r.box))
+    out.print(table)

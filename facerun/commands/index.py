@@ -1,0 +1,96 @@
+"""`facerun index`: every face of every photo into a SQLite face database, brought up to date incrementally."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from .embed import embedder_options, make_detector, make_embedder
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def progress_bar(console: Console, what: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
+                    transient=True)
+
+
+def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr, threshold=None):
+    """The embedder asked for, else the one a database was built with, else the default one."""
+    embedder = make_embedder(model if model is not None else db_model, device, input_size, mean, std, bgr,
+                             threshold)
+    if embedder.note:
+        err.print(f"note: {embedder.note}", markup=False)
+    return embedder
+
+
+@click.command("index")
+@click.argument("photos", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The face database (SQLite), made if missing.")
+@embedder_options
+@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Faces per network call (on the GPU: one submission per batch).")
+@click.option("--commit-every", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Photos per transaction: a killed run loses at most these, never part of a photo.")
+@click.option("--wait", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds to wait for another process writing the same database before refusing.")
+@click.option("--keep-missing", is_flag=True, help="Keep photos that are gone from disk (default: drop them).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"added","changed","unchanged","removed","failed","faces","seconds","photos_per_s",'
+                   '"db","model","photos_total","faces_total"}.')
+def command(photos, db_path, model, device, detector_model, input_size, mean, std, bgr, batch, commit_every, wait,
+            keep_missing, as_json):
+    """Index every face of the PHOTOS (files, or folders searched recursively) into the database --db.
+
+    A re-run skips unchanged photos (same size and modification time, or same sha256 when those differ),
+    re-indexes changed ones and drops photos that are gone from the folders given, and says how many of each.
+    Writes go in one transaction per --commit-every photos, so an interrupted run (even kill -9) leaves every photo
+    fully indexed or not at all; run it again to finish. One embedder per database: the first run's --model
+    (default: the first of sface-2021dec, auraface-v1, mobilefacenet found) is used by later runs and a different
+    one is refused. Unreadable files are reported, the rest go on, and the exit status is 1.
+    """
+    from ..people.index import FaceIndex
+
+    with FaceIndex(db_path) as index:
+        embedder = embedder_for(index.stored_model(), model, device, input_size, mean, std, bgr)
+        index.check_embedder(embedder)  # before the detector loads: a wrong model fails at once
+        detector = make_detector(detector_model, device)
+        bar = progress_bar(err, "indexing") if err.is_terminal else None
+        task = None
+
+        def on_plan(todo, skipped):
+            nonlocal task
+            if bar is not None and todo:
+                task = bar.add_task("indexing", total=todo)
+
+        def on_photo(path, faces):
+            if bar is not None and task is not None:
+                bar.advance(task)
+
+        with bar if bar is not None else contextlib.nullcontext():
+            report = index.update(photos, embedder=embedder, detector=detector, batch=batch,
+                                  commit_every=commit_every, wait=wait, prune=not keep_missing,
+                                  progress=on_photo, on_plan=on_plan)
+        totals = index.counts()
+    for path, error in report.failed:
+        err.print(f"error: {error}", markup=False)
+    if as_json:
+        click.echo(json.dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
+                               "photos_total": totals["photos"], "faces_total": totals["faces"]}, indent=2))
+    else:
+        speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
+        click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
+                   f"{report.removed} removed, {len(report.failed)} unreadable; {report.faces} faces written in "
+                   f"{report.seconds:.1f} s{speed}")
+        click.echo(f"{db_path}: {totals['photos']} photos, {totals['faces']} faces ({embedder.name}, "
+                   f"{embedder.dim}-d, {embedder.device})")
+    if report.failed:
+        sys.exit(1)

@@ -1,0 +1,67 @@
+"""`facerun search`: the photos of the person in a query photo, from a face database, ranked by cosine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import InputError
+from .index import err
+
+
+@click.command("search")
+@click.argument("query", type=click.Path(path_type=Path))
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The face database made by `facerun index`.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Photos to list.")
+@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+              help="Leave out photos below this cosine (default: list the --top best whatever their cosine).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
+@click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
+              help="Detector for the query's face. Default: yunet-2023mar.")
+@click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","cosine","face_id"}], best first.')
+def command(query, db_path, top, threshold, device, detector_model, as_json):
+    """List the photos in --db showing the person of QUERY's largest face, best match first (one row per photo:
+    its best-matching face). The query is embedded with the database's own model."""
+    from ..people.index import FaceIndex
+    from ..people.search import search_index
+    from .embed import make_detector
+
+    if not query.is_file():
+        raise InputError(f"{query}: no such file")
+    with FaceIndex(db_path, create=False) as index:
+        embedder = index.embedder(device=device)
+        detector = make_detector(detector_model, device)
+        matches = search_index(index, query, embedder=embedder, detector=detector, top=top)
+    if threshold is not None:
+        matches = [m for m in matches if m.cosine >= threshold]
+    if as_json:
+        click.echo(json.dumps([m.to_dict() for m in matches], indent=2))
+        return
+    err.print(f"{query}: {len(matches)} photos ({embedder.name}, threshold {embedder.threshold})", markup=False)
+    table = Table()
+    for name in ("#", "cosine", "image", "box x,y,w,h"):
+        table.add_column(name, justify="right" if name in ("#", "cosine") else "left")
+    limit = embedder.threshold
+    for rank, m in enumerate(matches, start=1):
+        mark = "" if limit is None or m.cosine >= limit else " (below threshold)"
+        table.add_row(str(rank), f"{m.cosine:.3f}", m.image + mark, ",".join(f"{v:.0f}" for v in m.box))
+    Console(highlight=False, soft_wrap=True).print(table)
+
+
+def print_bench(rows, as_json: bool) -> None:
+    """`facerun bench --search`: the brute-force query time table."""
+    if as_json:
+        click.echo(json.dumps({"search": rows}, indent=2))
+        return
+    table = Table(title="brute-force cosine search, random unit vectors (top 10 photos)", title_justify="left")
+    for name in ("faces", "dim", "matrix", "query median", "query p90", "product alone"):
+        table.add_column(name, justify="right")
+    for r in rows:
+        table.add_row(f"{r['faces']:,}", str(r["dim"]), f"{r['matrix_mb']:.0f} MiB", f"{r['median_ms']:.2f} ms",
+                      f"{r['p90_ms']:.2f} ms", f"{r['product_ms']:.2f} ms")
+    Console(highlight=False, soft_wrap=True).print(table)
