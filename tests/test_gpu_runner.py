@@ -112,7 +112,8 @@ def test_a_program_beyond_the_device_limits_runs_on_the_cpu(gpu):
     assert checked.reason is None and "binding" in next(iter(checked.program_reasons.values()))
 
 
-@pytest.mark.parametrize("name,shape", [("every-op", None), ("yunet-arch", (1, 3, 96, 128)), ("sface-arch-small", (2, 3, 112, 112)),
+@pytest.mark.parametrize("name,shape", [("every-op", None), ("yunet-arch", (1, 3, 96, 128)),
+                                        ("sface-arch-small", (2, 3, 112, 112)),
                                         ("auraface-arch-small", (2, 3, 112, 112))])
 def test_replicas_agree_with_the_cpu(gpu_model, name, shape):
     net = facerun.load(name)

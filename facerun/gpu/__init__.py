@@ -22,7 +22,15 @@ The API Net and the commands use:
 
 from ..errors import GpuError
 from .checked import CheckedGpu, Disagreement, attach, disagreement
-from .device import adapter_reason, allow_software, broken_reason, describe_adapters, get_device, gpu_available, inject_failure
+from .device import (
+    adapter_reason,
+    allow_software,
+    broken_reason,
+    describe_adapters,
+    get_device,
+    gpu_available,
+    inject_failure,
+)
 from .pace import set_pace
 from .model import DoesNotFit, GpuModel
 

@@ -228,7 +228,9 @@ class _Lowering:
         _, _, oh, ow = shape
         top, left, bottom, right = st.pads
         total = prod(shape)
-        p = dict(total=total, is_avg=int(st.kind == "avg"), include_pad=int(st.count_include_pad), h=h, w=w, oh=oh,
+        if st.kind not in K.POOL_CODES:
+            raise PlanError(f"pool '{st.kind}'")
+        p = dict(total=total, kind=K.POOL_CODES[st.kind], include_pad=int(st.count_include_pad), h=h, w=w, oh=oh,
                  ow=ow, kh=st.kernel[0], kw=st.kernel[1], sh=st.stride[0], sw=st.stride[1], dh=st.dilation[0],
                  dw=st.dilation[1], pt=top, pl=left, pb=bottom, pr=right, empty=NEG_INF_BITS)
         self._flat(K.POOL, total, p, [self._read(st.x)], out)

@@ -4,13 +4,7 @@
 // partial sums in slice order (deterministic) and applies the epilogue.
 
 struct Params {
-    has_bias: u32,
-    has_res: u32,
-    act: u32,
-    lo: f32,
-    hi: f32,
-    alpha: f32,
-    slope_at: u32,
+#fields epilogue
     total: u32,  // output values
     row: u32,
     m: u32,  // output channels per group
@@ -33,19 +27,10 @@ struct Params {
     quads: u32,  // depthwise: threads in all, one per four outputs of a row
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;  // the input; for `reduce`, the partial sums
-@group(0) @binding(2) var<storage, read> wt: array<f32>;  // OIHW, as the model has it
-@group(0) @binding(3) var<storage, read> epi: array<f32>;
-@group(0) @binding(4) var<storage, read> res: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+// x: the input (for `reduce`, the partial sums); wt: the weights OIHW, as the model has them
+#bindings x, wt, epi, res
 
-@compute @workgroup_size(256)
-fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.total) {
-        return;
-    }
+#per_value direct total
     let ox = i % p.ow;
     var t = i / p.ow;
     let oy = t % p.oh;
@@ -79,12 +64,7 @@ fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     out[i] = finish(acc, co, i);
 }
 
-@compute @workgroup_size(256)
-fn depthwise(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.quads) {
-        return;
-    }
+#per_value depthwise quads
     let per_row = (p.ow + 3u) / 4u;
     let ox0 = (i % per_row) * 4u;
     var t = i / per_row;
@@ -123,12 +103,7 @@ fn depthwise(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 #end
 }
 
-@compute @workgroup_size(256)
-fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.total) {
-        return;
-    }
+#per_value reduce total
     var v = 0.0;
     for (var s = 0u; s < p.splits; s++) {
         v += x[s * p.total + i];

@@ -25,13 +25,7 @@ const A_VEC: u32 = ${A_VEC}u;  // vec4s in a weight tile
 const B_ROWS: u32 = ${B_ROWS}u;  // im2col rows gathered per pass (WG is a multiple of BN)
 
 struct Params {
-    has_bias: u32,
-    has_res: u32,
-    act: u32,
-    lo: f32,
-    hi: f32,
-    alpha: f32,
-    slope_at: u32,
+#fields epilogue
     m: u32,  // output channels per group
     n: u32,  // batch * oh * ow
     k: u32,  // cg * kh * kw
@@ -61,15 +55,9 @@ struct Params {
     total: u32,  // output values (the stride between partial-sum slices)
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> wt: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> epi: array<f32>;
-@group(0) @binding(4) var<storage, read> res: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-// per k of a group: (input offset of its channel, its row offset ky * dh, its column offset kx * dw, 0), so the
-// gather needs no division (unused when POINTWISE)
-@group(0) @binding(6) var<storage, read> taps: array<vec4<i32>>;
+// taps, per k of a group: (input offset of its channel, its row offset ky * dh, its column offset kx * dw, 0), so
+// the gather needs no division (unused when POINTWISE)
+#bindings x, wt: vec4<f32>, epi, res, taps: vec4<i32>
 
 var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;
 var<workgroup> tile_b: array<vec4<f32>, ${BK * BN // 4}>;

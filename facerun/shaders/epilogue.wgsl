@@ -10,7 +10,7 @@ fn finish(v0: f32, co: u32, i: u32) -> f32 {
         v += res[i];
     }
     var slope = 0.0;
-    if (p.act == 5u) {
+    if (p.act == ACT_PRELU) {
         slope = epi[p.slope_at + co];
     }
     return activate(v, p.act, p.lo, p.hi, p.alpha, slope);

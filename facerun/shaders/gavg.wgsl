@@ -6,9 +6,7 @@ struct Params {
     row: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings x
 
 var<workgroup> sums: array<f32, 64>;
 

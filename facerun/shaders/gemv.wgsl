@@ -12,13 +12,7 @@ fn dot_elem(a: Elem, b: Elem) -> f32 {
 }
 
 struct Params {
-    has_bias: u32,
-    has_res: u32,
-    act: u32,
-    lo: f32,
-    hi: f32,
-    alpha: f32,
-    slope_at: u32,
+#fields epilogue
     m: u32,
     n: u32,
     kl: u32,  // K in elements of Elem
@@ -26,12 +20,7 @@ struct Params {
     row: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<Elem>;
-@group(0) @binding(2) var<storage, read> wt: array<Elem>;
-@group(0) @binding(3) var<storage, read> epi: array<f32>;
-@group(0) @binding(4) var<storage, read> res: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings x: Elem, wt: Elem, epi, res
 
 var<workgroup> sums: array<f32, ROWS * THREADS>;
 

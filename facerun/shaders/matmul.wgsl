@@ -16,17 +16,9 @@ struct Params {
     sb: vec4<u32>,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings a, b
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.total) {
-        return;
-    }
+#per_value main total
     let col = i % p.n;
     let r = (i / p.n) % p.m;
     var rest = i / (p.n * p.m);

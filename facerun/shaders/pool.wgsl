@@ -5,7 +5,7 @@
 struct Params {
     total: u32,
     row: u32,
-    is_avg: u32,
+    kind: u32,  // POOL_MAX or POOL_AVG
     include_pad: u32,
     h: u32,
     w: u32,
@@ -24,16 +24,9 @@ struct Params {
     empty: u32,  // the bits of -inf: a window with no input cell (a constant inf would not compile)
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings x
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.total) {
-        return;
-    }
+#per_value main total
     let ox = i % p.ow;
     let oy = (i / p.ow) % p.oh;
     let plane = i / (p.ow * p.oh);
@@ -68,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
     }
-    if (p.is_avg != 0u) {
+    if (p.kind == POOL_AVG) {
         out[i] = sum / f32(max(count, 1u));
     } else {
         out[i] = select(bitcast<f32>(p.empty), best, any);

@@ -10,17 +10,9 @@ struct Params {
     ow: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> maps: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings x, maps: u32
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.total) {
-        return;
-    }
+#per_value main total
     let ox = i % p.ow;
     let oy = (i / p.ow) % p.oh;
     let plane = i / (p.ow * p.oh);

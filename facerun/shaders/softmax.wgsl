@@ -7,16 +7,9 @@ struct Params {
     inner: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings x
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.count) {
-        return;
-    }
+#per_value main count
     let o = i / p.inner;
     let base = o * p.n * p.inner + (i - o * p.inner);
     var top = x[base];

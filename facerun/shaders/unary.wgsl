@@ -4,34 +4,22 @@
 struct Params {
     total: u32,
     row: u32,
-    act: u32,
-    lo: f32,
-    hi: f32,
-    alpha: f32,
-    slope_at: u32,
+#fields activation
     plane: u32,  // values per channel (product of the dims after the channel axis)
     channels: u32,
     affine: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> coef: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+#bindings x, coef
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_index(wid, lid, p.row);
-    if (i >= p.total) {
-        return;
-    }
+#per_value main total
     let ch = (i / p.plane) % p.channels;
     var v = x[i];
     if (p.affine != 0u) {
         v = fma(v, coef[ch], coef[p.channels + ch]);
     }
     var slope = 0.0;
-    if (p.act == 5u) {
+    if (p.act == ACT_PRELU) {
         slope = coef[p.slope_at + ch];
     }
     out[i] = activate(v, p.act, p.lo, p.hi, p.alpha, slope);
