@@ -36,6 +36,12 @@ def _notes(st: P.Step) -> str:
     return " ".join(bits)
 
 
+def _folded_kind(entry: str) -> str:
+    """"Conv folded ...", "Relu fused ..." -> "Conv folded", "Relu fused"; anything else was evaluated."""
+    how = "folded" if "folded" in entry else "fused" if "fused" in entry else "evaluated"
+    return f"{entry.split(' ', 1)[0]} {how}"
+
+
 @click.command("inspect")
 @click.argument("model")
 @click.option("--size", help="Input width x height for image models, e.g. 640x480 (default: the file's own size).")
@@ -65,7 +71,7 @@ def command(model, size, batch, as_json, all_folded):
                 "frees": len(st.frees),
             }
         )
-    folded_kinds = Counter(f.split(" ", 1)[0] + (" folded" if "folded" in f else " fused" if "fused" in f else " evaluated") for f in prog.folded)
+    folded_kinds = Counter(_folded_kind(f) for f in prog.folded)
     totals = {
         "parameters": prog.parameters,
         "macs": prog.macs,
@@ -87,10 +93,12 @@ def command(model, size, batch, as_json, all_folded):
         )
         return
     t = Table(title=f"{net.label}  input {list(shape)}", header_style="bold")
-    for col, j in (("#", "right"), ("op", "left"), ("node", "left"), ("output", "left"), ("MACs", "right"), ("", "left")):
+    for col, j in (("#", "right"), ("op", "left"), ("node", "left"), ("output", "left"), ("MACs", "right"),
+                   ("", "left")):
         t.add_column(col, justify=j)
     for r in rows:
-        t.add_row(str(r["step"]), r["op"], r["node"][:40], "x".join(map(str, r["shape"])), fmt_count(r["macs"]) if r["macs"] else "", r["notes"])
+        macs = fmt_count(r["macs"]) if r["macs"] else ""
+        t.add_row(str(r["step"]), r["op"], r["node"][:40], "x".join(map(str, r["shape"])), macs, r["notes"])
     out.print(t)
     out.print(
         f"[bold]parameters[/] {fmt_count(totals['parameters'])}   [bold]MACs[/] {fmt_count(totals['macs'])}   "

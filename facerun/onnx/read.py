@@ -6,7 +6,6 @@ ModelError with one line, before any compiling starts.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 
 from ..errors import ModelError, UnsupportedOps
 from .ops import OPS, unsupported_attribute
+from ..io import sha256_of
 
 # Operators the compiler handles (default ONNX domain): the op table's keys, nothing kept by hand.
 SUPPORTED = frozenset(OPS)
@@ -59,14 +59,6 @@ def _tensor(t) -> np.ndarray:
     from onnx import numpy_helper
 
     return np.array(numpy_helper.to_array(t))
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def read_model(path) -> ImportedModel:
@@ -134,7 +126,7 @@ def read_model(path) -> ImportedModel:
 
     return ImportedModel(
         path=path,
-        sha256=file_sha256(path),
+        sha256=sha256_of(path),
         opset=opset,
         nodes=nodes,
         constants=constants,

@@ -7,10 +7,9 @@ facerun a new model.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from dataclasses import dataclass
-from pathlib import Path
+
+from ..io import forget_sha256, sha256_of  # the hash this table identifies files by
 
 # ImageNet statistics moved to the 0..255 scale: (x/255 - m) / s == (x - 255 m) / (255 s)
 _IMAGENET_MEAN = (123.675, 116.28, 103.53)  # 255 * (0.485, 0.456, 0.406)
@@ -32,6 +31,7 @@ class KnownModel:
     url: str | None  # published location used by `facerun models fetch`
     notes: str  # one line: source, licence, normalisation, threshold origin
     dim: int | None = None  # embedding length (embedders)
+    family: str | None = None  # how facerun runs it: yunet-2023mar, yunet-2022mar, arcface-style (facerun.zoo.card)
 
 
 KNOWN: tuple[KnownModel, ...] = (
@@ -50,6 +50,7 @@ KNOWN: tuple[KnownModel, ...] = (
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "82b38c8f98e7b52aa171400f3e4c722352d0669f/models/face_detection_yunet/face_detection_yunet_2023mar.onnx",
         notes="YuNet v2 (yunet_s), OpenCV Zoo, MIT; BGR raw 0..255, pad to a multiple of 32; outputs cls/obj/bbox/kps",
+        family="yunet-2023mar",
     ),
     KnownModel(
         name="yunet-2022mar",
@@ -65,6 +66,7 @@ KNOWN: tuple[KnownModel, ...] = (
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "c71f7a40d34cd3830086ee9b7a01174e013ad42a/models/face_detection_yunet/face_detection_yunet_2022mar.onnx",
         notes="YuNet v1 (prior-box head), OpenCV Zoo, MIT; BGR raw 0..255; outputs loc/conf/iou decoded with priors",
+        family="yunet-2022mar",
     ),
     KnownModel(
         name="sface-2021dec",
@@ -82,6 +84,7 @@ KNOWN: tuple[KnownModel, ...] = (
         notes="SFace (MobileFaceNet, SFace loss), OpenCV Zoo, Apache-2.0; RGB 0..255, normalised inside the graph; "
         "cosine threshold 0.363 is OpenCV's (opencv_zoo sface.py)",
         dim=128,
+        family="arcface-style",
     ),
     KnownModel(
         name="auraface-v1",
@@ -98,6 +101,7 @@ KNOWN: tuple[KnownModel, ...] = (
         notes="AuraFace v1 (ResNet100 ArcFace, 512-d), fal on Hugging Face, Apache-2.0; RGB (x-127.5)/127.5; "
         "threshold 0.30 is a facerun default (fal publishes none), not yet calibrated",
         dim=512,
+        family="arcface-style",
     ),
     KnownModel(
         name="mobilefacenet",
@@ -116,6 +120,7 @@ KNOWN: tuple[KnownModel, ...] = (
         notes="foamliu MobileFaceNet, Apache-2.0; RGB, ImageNet normalisation x/255-mean/std; output not normalised; "
         "threshold 0.35 is a facerun default from the shared photos (87 faces: TAR 1.0, FAR 0.25%), to be recalibrated",
         dim=128,
+        family="arcface-style",
     ),
 )
 
@@ -134,42 +139,6 @@ def by_name(name: str) -> KnownModel | None:
         if wanted in (model.name.lower(), model.filename.lower()):
             return model
     return None
-
-
-# (resolved path, size, mtime_ns) -> sha256; a changed file gets a new key, so it is hashed again
-_sha_memo: dict[tuple[str, int, int], str] = {}
-_sha_lock = threading.Lock()
-_CHUNK = 1 << 20
-
-
-def sha256_of(path) -> str:
-    """Lower-case hex sha256 of a file, read in chunks; remembered while the file's size and mtime are unchanged."""
-    path = Path(path)
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    with _sha_lock:
-        cached = _sha_memo.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    result = digest.hexdigest()
-    with _sha_lock:
-        _sha_memo[key] = result
-    return result
-
-
-def forget_sha256(path=None) -> None:
-    """Drop memoised hashes (of one file, or all): for callers that rewrite a file within one mtime tick."""
-    with _sha_lock:
-        if path is None:
-            _sha_memo.clear()
-            return
-        resolved = str(Path(path).resolve())
-        for key in [k for k in _sha_memo if k[0] == resolved]:
-            del _sha_memo[key]
 
 
 __all__ = ["KnownModel", "KNOWN", "by_sha256", "by_name", "sha256_of", "forget_sha256"]
