@@ -44,7 +44,8 @@ class Net:
         A file known by nothing else is recognised by its graph here, once."""
         card = self._card
         if card is None or card.source == UNKNOWN:
-            card = recognise(card or identify_file(self.path, self.label, self.sha256), self)
+            card = card or identify_file(self.path, self.label, self.sha256)
+            card = recognise(card, self.input_shape, self.output_names, lambda: self.program(self.default_shape(1)))
             self._card = card
         return card
 

@@ -10,9 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from gpu_fixtures import in_ci
 
 from facerun.gpu import device as D
+
+from gpu_fixtures import in_ci
 
 PROBE = "from facerun.gpu import gpu_available; ok, why = gpu_available(); print(ok); print(why)"
 
@@ -69,7 +70,8 @@ def test_skip_reasons():
     assert "software" in D.skip_reason({"device": "llvmpipe (LLVM 15)", "adapter_type": "CPU"}, ok_limits, False, "")
     assert D.skip_reason({"device": "llvmpipe (LLVM 15)", "adapter_type": "CPU"}, ok_limits, True, "") is None
     # known software renderers are recognised by name even when the driver reports another type
-    assert "software" in D.skip_reason({"device": "SwiftShader Device", "adapter_type": "Unknown"}, ok_limits, False, "")
+    swiftshader = {"device": "SwiftShader Device", "adapter_type": "Unknown"}
+    assert "software" in D.skip_reason(swiftshader, ok_limits, False, "")
     small = dict(ok_limits, **{"max-compute-workgroup-storage-size": 8192, "max-storage-buffers-per-shader-stage": 4})
     why = D.skip_reason({"device": "Tiny GPU", "adapter_type": "IntegratedGPU"}, small, False, "")
     assert "workgroup storage size 8192 < 16384" in why and "storage buffers per shader stage 4 < 6" in why

@@ -9,7 +9,6 @@ import threading
 
 import numpy as np
 import pytest
-from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 import facerun
 from facerun import cpu
@@ -19,6 +18,8 @@ from facerun.gpu import CheckedGpu, DoesNotFit, GpuModel, attach, disagreement
 from facerun.gpu import device as D
 from facerun.gpu.checked import test_inputs as check_inputs
 from facerun.gpu.plan import Limits
+
+from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 pytestmark = pytest.mark.gpu
 
@@ -112,7 +113,8 @@ def test_a_program_beyond_the_device_limits_runs_on_the_cpu(gpu):
     assert checked.reason is None and "binding" in next(iter(checked.program_reasons.values()))
 
 
-@pytest.mark.parametrize("name,shape", [("every-op", None), ("yunet-arch", (1, 3, 96, 128)), ("sface-arch-small", (2, 3, 112, 112)),
+@pytest.mark.parametrize("name,shape", [("every-op", None), ("yunet-arch", (1, 3, 96, 128)),
+                                        ("sface-arch-small", (2, 3, 112, 112)),
                                         ("auraface-arch-small", (2, 3, 112, 112))])
 def test_replicas_agree_with_the_cpu(gpu_model, name, shape):
     net = facerun.load(name)

@@ -316,14 +316,14 @@ def largest(faces: list) -> list:
 
 def default_embedder(models_dir=None) -> Path:
     """The first known embedder found in the model folders (sface-2021dec, auraface-v1, mobilefacenet)."""
-    from ..zoo import find as models
+    from ..zoo import find
 
     for name in DEFAULT_EMBEDDERS:
         try:
-            return models.resolve(name, models_dir)
+            return find.resolve(name, models_dir)
         except ModelError:
             continue
-    where = ", ".join(str(d) for d in models.search_dirs(models_dir))
+    where = ", ".join(str(d) for d in find.search_dirs(models_dir))
     raise ModelError(f"no face embedder found (looked for {', '.join(DEFAULT_EMBEDDERS)} in {where}); "
                      f"pass --model PATH|NAME, or get one with `facerun models fetch sface-2021dec`")
 

@@ -11,8 +11,8 @@ and where all that comes from (`source`):
     given     pre-processing given by the caller (Embedder(mean=..., std=...), --mean/--std)
     graph     none of these: kind and family recognised from the graph's shape, pre-processing unknown
 
-`card_for(name_or_path)` makes one. `facerun.load` makes the card without reading the graph (`identify`) and its
-`Net` recognises an unknown file by its graph on first use of `net.card`, reusing the program it compiles.
+`card_for(name_or_path)` makes one. `facerun.load` makes the card without reading the graph (`identify`), and its
+`Net` recognises an unknown file by its graph on first use of `net.card`, keeping the program it compiles for that.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, ModelError
+from ..errors import FacerunError, InputError, ModelError
 from ..io import sha256_of
 from .known import KnownModel, by_sha256
 
@@ -157,10 +157,16 @@ def card_for(name_or_path, models_dir=None) -> ModelCard:
     card = identify(name_or_path, models_dir)
     if card.source != UNKNOWN:
         return card
-    from ..net import Net
+    from ..onnx.compile import compile_model
     from ..onnx.read import read_model
 
-    return Net(read_model(card.path), card=card).card
+    model = read_model(card.path)
+    name, shape = model.inputs[0]
+
+    def compile_one():
+        return compile_model(model, {name: (1, shape[1] or 3, *shape[2:])})
+
+    return recognise(card, shape, model.outputs, compile_one)
 
 
 def identify(name_or_path, models_dir=None) -> ModelCard:
@@ -309,26 +315,23 @@ def describe_hint(card: ModelCard, missing: list[str] | None) -> str:
 # ------------------------------------------------------------------------------------------- by graph shape
 
 
-def recognise(card: ModelCard, net) -> ModelCard:
-    """An UNKNOWN card completed from its graph (`net`: the model's Net): a 4-D image input of a small fixed size
-    with one 2-D output is an embedder, any other image model a detector (its family from its output names), the
-    rest "other". The pre-processing stays unknown."""
+def recognise(card: ModelCard, input_shape, output_names, compile_one) -> ModelCard:
+    """An UNKNOWN card completed from its graph: a 4-D image input of a small fixed size with one 2-D output is an
+    embedder, any other image model a detector (its family from its output names), the rest "other". The
+    pre-processing stays unknown. `compile_one()` gives the program for one item (only called for a fixed size)."""
     if card.source != UNKNOWN:
         return card
-    shape = net.input_shape
     kind, family = "other", None
-    if len(shape) == 4:
-        kind, family = "detector", _detector_family(net.output_names)
-        if all(d is not None and d <= EMBEDDER_MAX_SIDE for d in shape[2:]) and _one_vector_output(net):
+    if len(input_shape) == 4:
+        kind, family = "detector", _detector_family(output_names)
+        if all(d is not None and d <= EMBEDDER_MAX_SIDE for d in input_shape[2:]) and _one_vector_output(compile_one):
             kind, family = "embedder", ARCFACE_STYLE
     return dataclasses.replace(card, kind=kind, family=family, source="graph")
 
 
-def _one_vector_output(net) -> bool:
-    from ..errors import FacerunError
-
+def _one_vector_output(compile_one) -> bool:
     try:
-        prog = net.program(net.default_shape(1))  # compiled once: the Net keeps it for its first run
+        prog = compile_one()
     except FacerunError:
         return False
     outs = [prog.values[vid].shape for _, vid in prog.outputs]
@@ -336,6 +339,7 @@ def _one_vector_output(net) -> bool:
 
 
 def _detector_family(output_names) -> str | None:
+    # each detector family's module owns its graph's signature: the one place zoo asks face/, lazily
     from ..face import yunet
 
     try:

@@ -16,22 +16,23 @@ _IMAGENET_MEAN = (123.675, 116.28, 103.53)  # 255 * (0.485, 0.456, 0.406)
 _IMAGENET_STD = (58.395, 57.12, 57.375)  # 255 * (0.229, 0.224, 0.225)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KnownModel:
     name: str  # short name used on the command line, e.g. "yunet-2023mar"
     filename: str  # canonical file name, as published
     sha256: str | None  # of the whole file, lower-case hex
     size: int | None  # bytes, when known
     kind: str  # "detector" | "embedder"
-    input_size: tuple[int, int] | None  # (w, h) for embedders; detectors take any size
     rgb: bool  # channel order fed to the model (False: BGR)
-    mean: tuple[float, float, float]  # pre-processing on 0..255 values: (x - mean) / std, per channel
-    std: tuple[float, float, float]
-    threshold: float | None  # cosine match threshold (embedders); its source is in `notes`
-    url: str | None  # published location used by `facerun models fetch`
     notes: str  # one line: source, licence, normalisation, threshold origin
-    dim: int | None = None  # embedding length (embedders)
+    url: str | None = None  # published location used by `facerun models fetch`
     family: str | None = None  # how facerun runs it: yunet-2023mar, yunet-2022mar, arcface-style (facerun.zoo.card)
+    input_size: tuple[int, int] | None = None  # (w, h) for embedders; detectors take any size
+    # pre-processing on 0..255 values: (x - mean) / std, per channel; raw pixels by default
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    threshold: float | None = None  # cosine match threshold (embedders); its source is in `notes`
+    dim: int | None = None  # embedding length (embedders)
 
 
 KNOWN: tuple[KnownModel, ...] = (
@@ -41,11 +42,7 @@ KNOWN: tuple[KnownModel, ...] = (
         sha256="8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4",
         size=232_589,
         kind="detector",
-        input_size=None,
         rgb=False,
-        mean=(0.0, 0.0, 0.0),
-        std=(1.0, 1.0, 1.0),
-        threshold=None,
         # OpenCV Zoo stores it in Git LFS; the pinned commit's LFS pointer carries this sha256 and size
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "82b38c8f98e7b52aa171400f3e4c722352d0669f/models/face_detection_yunet/face_detection_yunet_2023mar.onnx",
@@ -58,11 +55,7 @@ KNOWN: tuple[KnownModel, ...] = (
         sha256="50ef07f702a31741ca46a4c0d947773b64143b9362780237bf0d427d6c79bab7",
         size=345_478,
         kind="detector",
-        input_size=None,
         rgb=False,
-        mean=(0.0, 0.0, 0.0),
-        std=(1.0, 1.0, 1.0),
-        threshold=None,
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "c71f7a40d34cd3830086ee9b7a01174e013ad42a/models/face_detection_yunet/face_detection_yunet_2022mar.onnx",
         notes="YuNet v1 (prior-box head), OpenCV Zoo, MIT; BGR raw 0..255; outputs loc/conf/iou decoded with priors",
@@ -76,8 +69,6 @@ KNOWN: tuple[KnownModel, ...] = (
         kind="embedder",
         input_size=(112, 112),
         rgb=True,
-        mean=(0.0, 0.0, 0.0),
-        std=(1.0, 1.0, 1.0),
         threshold=0.363,
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "edef535367a4f8053b5bfb7580935c83772a9639/models/face_recognition_sface/face_recognition_sface_2021dec.onnx",
