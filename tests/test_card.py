@@ -210,3 +210,15 @@ def test_one_sha256_for_reading_and_identifying(tmp_path):
     path = _tiny_embedder(tmp_path / "tiny.onnx")
     assert read_model(path).sha256 == io.sha256_of(path) == card_for(path).sha256
     assert known.sha256_of is io.sha256_of
+
+
+def test_inspect_shows_the_card():
+    from click.testing import CliRunner
+
+    from facerun.cli import main
+
+    shown = CliRunner().invoke(main, ["inspect", "auraface-arch-small"])
+    assert shown.exit_code == 0, shown.output
+    assert "card embedder, arcface-style, replica auraface-arch-small; 112x112 RGB (x-127.5)/127.5" in shown.stdout
+    data = json.loads(CliRunner().invoke(main, ["inspect", "auraface-arch-small", "--json"]).stdout)
+    assert data["card"]["source"] == "replica" and data["card"]["preprocess"]["mean"] == [127.5] * 3

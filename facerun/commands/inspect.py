@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from .. import program as P
@@ -40,6 +41,18 @@ def _folded_kind(entry: str) -> str:
     """"Conv folded ...", "Relu fused ..." -> "Conv folded", "Relu fused"; anything else was evaluated."""
     how = "folded" if "folded" in entry else "fused" if "fused" in entry else "evaluated"
     return f"{entry.split(' ', 1)[0]} {how}"
+
+
+def _describe_card(card) -> str:
+    """"embedder, arcface-style, known as mobilefacenet; 112x112 RGB (x-127.5)/127.5; threshold 0.35"."""
+    origin = {"known": f"known as {card.name}", "replica": f"replica {card.name}",
+              "sidecar": f"described by {card.sidecar}", "graph": "recognised by its graph",
+              "given": "described by the caller"}.get(card.source, card.source)
+    parts = [", ".join(p for p in (card.kind, card.family, origin) if p)]
+    parts.append(card.preprocess.describe() if card.preprocess is not None else "pre-processing unknown")
+    if card.threshold is not None:
+        parts.append(f"threshold {card.threshold:g}")
+    return "; ".join(parts)
 
 
 @click.command("inspect")
@@ -84,6 +97,7 @@ def command(model, size, batch, as_json, all_folded):
             {
                 "model": net.label,
                 "sha256": net.sha256,
+                "card": net.card.as_dict(),
                 "input": list(shape),
                 "outputs": [{"name": n, "shape": list(prog.shape(v))} for n, v in prog.outputs],
                 "totals": totals,
@@ -105,6 +119,7 @@ def command(model, size, batch, as_json, all_folded):
         f"[bold]peak activations[/] {fmt_bytes(totals['peak_activation_bytes'])}   [bold]steps[/] {totals['steps']}"
     )
     out.print("[bold]outputs[/] " + ", ".join(f"{n} {'x'.join(map(str, prog.shape(v)))}" for n, v in prog.outputs))
+    out.print("[bold]card[/] " + escape(_describe_card(net.card)))
     if prog.folded:
         out.print("[bold]folded[/] " + ", ".join(f"{n} {k}" for k, n in sorted(folded_kinds.items())))
         if all_folded:

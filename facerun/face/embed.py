@@ -100,7 +100,7 @@ class Embedder:
         self.path = card.path
         self.requested_device = device
         self.known = card.known
-        self.name = card.name or card.label
+        self.name = card.display_name
         self._check_is_embedder(card)
         given = {k: v for k, v in (("input_size", input_size), ("mean", mean), ("std", std), ("bgr", bgr))
                  if v is not None}

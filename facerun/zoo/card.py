@@ -177,7 +177,7 @@ def identify(name_or_path, models_dir=None) -> ModelCard:
 
     text = str(name_or_path)
     path = Path(text)
-    if path.exists():
+    if path.is_file():
         return identify_file(path, label=path.name)
     if replicas.is_replica(text):
         return _replica_card(replicas.get_replica(text), replicas.replica_path(text), text)
@@ -192,7 +192,10 @@ def identify_file(path: Path, label: str | None = None, sha256: str | None = Non
 
     path = Path(path)
     label = label or path.name
-    sha = sha256 or sha256_of(path)
+    try:
+        sha = sha256 or sha256_of(path)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read ({e.strerror or e})") from None
     known = by_sha256(sha)
     if known is not None:
         return _known_card(known, path, label, sha)
