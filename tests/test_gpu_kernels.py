@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 from facerun import program as P
 from facerun.gpu.plan import TILES
+
+from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 pytestmark = pytest.mark.gpu
 
@@ -93,8 +94,8 @@ def conv_step(case, act=None, residual=False, bias=True):
     oh = (h + pads[0] + pads[2] - d * (k - 1) - 1) // s + 1
     ow = (w + pads[1] + pads[3] - d * (k - 1) - 1) // s + 1
     res = bld.input("res", (b, cout, oh, ow)) if residual else None
-    y = bld.step(P.Conv, (b, cout, oh, ow), x=x, weight=weight, bias=bvec, groups=groups, stride=(s, s), dilation=(d, d),
-                 pads=pads, act=act, residual=res)
+    y = bld.step(P.Conv, (b, cout, oh, ow), x=x, weight=weight, bias=bvec, groups=groups, stride=(s, s),
+                 dilation=(d, d), pads=pads, act=act, residual=res)
     feeds = {"x": randn(b, cin, h, w)}
     if residual:
         feeds["res"] = randn(b, cout, oh, ow)
@@ -109,7 +110,8 @@ def test_convolution_matches_the_definition(gpu_model, name):
     prog, feeds, want = conv_step(CONV_CASES[name])
     gp = gpu_model.compile(prog)
     kernel = gp.conv_plans[0][1].split()[0]
-    assert kernel == ("direct" if "(direct)" in name else "depthwise" if "depthwise" in name else "tiled"), gp.conv_plans
+    expected = "direct" if "(direct)" in name else "depthwise" if "depthwise" in name else "tiled"
+    assert kernel == expected, gp.conv_plans
     got = gp.run(feeds)[prog.outputs[0][0]]
     ok, worst = close(got, want)
     assert ok, f"{name} ({gp.conv_plans[0][1]}): off by {worst}"
@@ -164,7 +166,8 @@ def run_one(gpu_model, bld: Builder, out: int, feeds: dict) -> np.ndarray:
 
 
 @pytest.mark.parametrize("act", [P.Activation("relu"), P.Activation("sigmoid"), P.Activation("clip", lo=0.0, hi=6.0),
-                                 P.Activation("leaky", alpha=0.2), P.Activation("prelu", slope=np.linspace(-1, 1, 6, dtype=np.float32))])
+                                 P.Activation("leaky", alpha=0.2),
+                                 P.Activation("prelu", slope=np.linspace(-1, 1, 6, dtype=np.float32))])
 def test_unary(gpu_model, act):
     b = Builder()
     x = b.input("x", (2, 6, 5, 7))
@@ -195,7 +198,8 @@ def test_binary_broadcasting(gpu_model, kind, bshape):
     da, db = randn(2, 6, 5, 7), randn(*bshape)
     if kind == "div":
         db = np.where(np.abs(db) < 0.1, 1.0, db).astype(np.float32)
-    want = {"add": da + db, "sub": da - db, "mul": da * db, "div": da / db, "prelu": np.where(da < 0, da * db, da)}[kind]
+    want = {"add": da + db, "sub": da - db, "mul": da * db, "div": da / db,
+            "prelu": np.where(da < 0, da * db, da)}[kind]
     ok, worst = close(run_one(gpu_model, b, y, {"a": da, "b": db}), want.astype(np.float64))
     assert ok, worst
 
@@ -295,7 +299,8 @@ def test_nearest_resize(gpu_model):
     assert np.array_equal(run_one(gpu_model, b, y, {"x": data}), data[:, :, sy][:, :, :, sx])
 
 
-@pytest.mark.parametrize("m,k,n,act", [(3, 64, 10, P.Activation("relu")), (2, 30, 7, None), (1, 512, 33, P.Activation("prelu", slope=None)),
+@pytest.mark.parametrize("m,k,n,act", [(3, 64, 10, P.Activation("relu")), (2, 30, 7, None),
+                                       (1, 512, 33, P.Activation("prelu", slope=None)),
                                        (40, 24, 20, P.Activation("sigmoid"))])
 def test_gemm(gpu_model, m, k, n, act):
     if act is not None and act.kind == "prelu":
@@ -313,7 +318,8 @@ def test_gemm(gpu_model, m, k, n, act):
     assert ok, worst
 
 
-@pytest.mark.parametrize("ashape,bshape", [((2, 3, 5, 4), (4, 6)), ((3, 4), (2, 4, 2)), ((5,), (5, 3)), ((2, 1, 3, 4), (1, 2, 4, 2))])
+@pytest.mark.parametrize("ashape,bshape", [((2, 3, 5, 4), (4, 6)), ((3, 4), (2, 4, 2)), ((5,), (5, 3)),
+                                           ((2, 1, 3, 4), (1, 2, 4, 2))])
 def test_matmul(gpu_model, ashape, bshape):
     b = Builder()
     a = b.input("a", ashape)

@@ -40,8 +40,8 @@ def assert_runs_plan(dispatches: list, want, pointwise: bool) -> None:
         subst = dict(main.kernel.subst)
         t = want.tile
         assert main.kernel.file == "conv_tiled.wgsl"
-        assert (subst["BM"], subst["BN"], subst["TM"], subst["TN"], subst["BK"], subst["KU"]) == (t.bm, t.bn, t.tm, t.tn,
-                                                                                                t.bk, t.ku)
+        got = (subst["BM"], subst["BN"], subst["TM"], subst["TN"], subst["BK"], subst["KU"])
+        assert got == (t.bm, t.bn, t.tm, t.tn, t.bk, t.ku)
         assert subst["POINTWISE"] == pointwise and subst["PARTIAL"] == (want.splits > 1)
     else:
         assert (main.kernel.file, main.kernel.entry) == ("conv_direct.wgsl", want.kernel)

@@ -8,6 +8,7 @@ import pytest
 
 from facerun.gpu import kernels as K
 from facerun.gpu import pace
+from facerun.gpu.memory import SlotPlanner, pack_conv_weights
 from facerun.gpu.plan import (
     TARGET_WORKGROUPS,
     TILES,
@@ -21,7 +22,6 @@ from facerun.gpu.plan import (
     plan_conv,
     plan_gemm,
 )
-from facerun.gpu.memory import SlotPlanner, pack_conv_weights
 
 BIG = Limits(max_workgroups_per_dim=65535, max_binding=2 << 30, max_invocations=1024, max_workgroup_storage=49152)
 
@@ -179,8 +179,8 @@ def test_every_kernel_params_struct_parses():
     names = [p.name for p in resources.files("facerun.shaders").iterdir() if p.name.endswith(".wgsl")]
     assert {"conv_tiled.wgsl", "conv_direct.wgsl", "gemv.wgsl", "binary.wgsl"} <= set(names)
     kernels = [K.UNARY, K.BINARY, K.COPY, K.POOL, K.GLOBAL_AVG, K.RESIZE, K.SOFTMAX, K.MATMUL, K.DIRECT_CONV,
-               K.SPLIT_REDUCE, K.gemv(8, True), K.gemv(1, False)] + [K.tiled_conv(t, pw, part) for t in TILES.values()
-                                                                       for pw in (False, True) for part in (False, True)]
+               K.SPLIT_REDUCE, K.gemv(8, True), K.gemv(1, False)]
+    kernels += [K.tiled_conv(t, pw, part) for t in TILES.values() for pw in (False, True) for part in (False, True)]
     for k in kernels:
         layout = k.params()
         assert layout.size <= K.UNIFORM_SLOT

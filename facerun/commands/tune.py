@@ -59,5 +59,6 @@ def command(model, shape, repeat, all_tiles, tiles, no_convs, as_json):
                 rate = (v["tflops"] or 0) * 1e3
                 click.echo(f"      {v['variant'][:26]:26s} {v['plan']:40s} {v['us']:9.1f} us  {rate:8.1f} GFLOP/s")
     p = report["program"]
-    click.echo(f"  program: {p['dispatches']} dispatches, GPU {p['gpu_ms']:.3f} ms ({p['tflops_gpu'] or 0:.2f} TFLOP/s), "
+    click.echo(f"  program: {p['dispatches']} dispatches, GPU {p['gpu_ms']:.3f} ms "
+               f"({p['tflops_gpu'] or 0:.2f} TFLOP/s), "
               f"run median {p['run_ms_median']:.3f} ms (min {p['run_ms_min']:.3f}), encode {p['encode_ms']:.3f} ms")

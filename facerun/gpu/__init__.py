@@ -22,9 +22,17 @@ The API Net and the commands use:
 
 from ..errors import GpuError
 from .checked import CheckedGpu, Disagreement, attach, disagreement
-from .device import adapter_reason, allow_software, broken_reason, describe_adapters, get_device, gpu_available, inject_failure
-from .pace import set_pace
+from .device import (
+    adapter_reason,
+    allow_software,
+    broken_reason,
+    describe_adapters,
+    get_device,
+    gpu_available,
+    inject_failure,
+)
 from .model import DoesNotFit, GpuModel
+from .pace import set_pace
 
 __all__ = [
     "CheckedGpu",

@@ -54,7 +54,7 @@ BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "DX12", "gl": "GL"}
 SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "warp", "microsoft basic render")
 
 _lock = threading.RLock()
-_device: "Device | None" = None
+_device: Device | None = None
 _failure: tuple[tuple, str] | None = None  # (settings, why) of the last failed attempt
 _broken: str | None = None
 _allow_software: bool | None = None
@@ -354,14 +354,15 @@ class Device:
     def label(self) -> str:
         return f"{self.name} ({self.backend})"
 
-    def pipeline(self, kernel: "kernels.Kernel"):
+    def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
         with self._plock:
             p = self._pipelines.get(kernel.key)
             if p is None:
                 module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
                 p = self.device.create_compute_pipeline(
-                    label=kernel.key, layout=self.pipeline_layout, compute={"module": module, "entry_point": kernel.entry}
+                    label=kernel.key, layout=self.pipeline_layout,
+                    compute={"module": module, "entry_point": kernel.entry},
                 )
                 self._pipelines[kernel.key] = p
             return p
@@ -381,9 +382,11 @@ def _make_device(adapter, row: dict) -> Device:
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
     )
     d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim)
-    kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform, kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
+    kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform,
+             kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
     kinds.update({b: wgpu.BufferBindingType.read_only_storage for b in kernels.READ_BINDINGS})
-    entries = [{"binding": b, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kinds[b]}} for b in sorted(kinds)]
+    entries = [{"binding": b, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kinds[b]}}
+               for b in sorted(kinds)]
     d.layout = dev.create_bind_group_layout(label="facerun", entries=entries)
     d.pipeline_layout = dev.create_pipeline_layout(label="facerun", bind_group_layouts=[d.layout])
     d.dummy = dev.create_buffer(label="facerun unused binding", size=16, usage=wgpu.BufferUsage.STORAGE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from .plan import ConvPlan, GemmPlan, Tile
@@ -22,7 +22,7 @@ OUT_BINDING = 5  # the read-write output
 UNIFORM_SLOT = 256  # bytes per dispatch's parameters (and the uniform offset alignment every device accepts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def source_text(name: str) -> str:
     return resources.files("facerun.shaders").joinpath(name).read_text(encoding="utf-8")
 
@@ -52,12 +52,12 @@ class Kernel:
         parts.append(body)
         return "\n".join(parts)
 
-    def params(self) -> "ParamLayout":
+    def params(self) -> ParamLayout:
         return _layout_of(self)
 
 
-@lru_cache(maxsize=None)
-def _layout_of(kernel: Kernel) -> "ParamLayout":
+@cache
+def _layout_of(kernel: Kernel) -> ParamLayout:
     return param_layout(kernel.code())
 
 

@@ -80,7 +80,8 @@ class GpuProgram:
         blob = bytearray(max(1, len(self.dispatches)) * slot)
         for i, d in enumerate(self.dispatches):
             blob[i * slot : i * slot + len(d.params)] = d.params
-        self.uniform = dev.create_buffer_with_data(label="facerun params", data=bytes(blob), usage=wgpu.BufferUsage.UNIFORM)
+        self.uniform = dev.create_buffer_with_data(label="facerun params", data=bytes(blob),
+                                                   usage=wgpu.BufferUsage.UNIFORM)
         self.staging = dev.create_buffer(label="facerun read-back", size=-(-self.staging_bytes // 16) * 16,
                                          usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
@@ -93,7 +94,8 @@ class GpuProgram:
         if any(bg is None for _, bg, _, _ in self.recorded):
             self.raw = None  # per-run bind groups: the plain path
         # the native handles, for the raw path (the Python objects above keep them alive)
-        self.handles = [(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded] if self.raw else []
+        self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
+                        if self.raw else [])
         self.device_bytes = sum(self.slots.sizes) + len(blob) + self.staging_bytes
 
     def _resolve(self, ref, uploads: dict):

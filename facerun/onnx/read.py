@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOps
-from .ops import OPS, unsupported_attribute
 from ..io import sha256_of
+from .ops import OPS, unsupported_attribute
 
 # Operators the compiler handles (default ONNX domain): the op table's keys, nothing kept by hand.
 SUPPORTED = frozenset(OPS)
@@ -78,10 +78,12 @@ def read_model(path) -> ImportedModel:
     except DecodeError:
         raise ModelError(f"{path}: not an ONNX model (the file does not parse; truncated or another format?)") from None
     except Exception as e:  # onnx raises a mix of types for damaged files and missing external data
-        raise ModelError(f"{path}: cannot be read as ONNX ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        raise ModelError(f"{path}: cannot be read as ONNX ({why})") from None
     graph = model.graph
     if not graph.node or not graph.output:
-        raise ModelError(f"{path}: not an ONNX model with a graph (no nodes or no outputs; truncated or another format?)")
+        raise ModelError(f"{path}: not an ONNX model with a graph (no nodes or no outputs; truncated or another "
+                         "format?)")
 
     opset = 0
     for o in model.opset_import:
@@ -111,7 +113,8 @@ def read_model(path) -> ImportedModel:
     try:
         constants = {t.name: _tensor(t) for t in graph.initializer}
     except Exception as e:
-        raise ModelError(f"{path}: a weight tensor cannot be read ({str(e).splitlines()[0][:200]}); truncated file?") from None
+        why = str(e).splitlines()[0][:200]
+        raise ModelError(f"{path}: a weight tensor cannot be read ({why}); truncated file?") from None
 
     inputs = []
     for i in graph.input:
