@@ -1,5 +1,12 @@
-"""Comparing two ways of running a model: facerun's CPU interpreter against onnxruntime, or the GPU path against the
-CPU interpreter. Tolerance is relative to each output's range, so logits and 0..1 scores are judged alike."""
+"""Whether two runs of a model agree: the tolerances, the comparison, and the seeded inputs they are compared on.
+
+Used by `facerun parity` (the CPU interpreter against onnxruntime, the GPU against the CPU), the checked GPU
+attachment (facerun.gpu.checked: a program runs on the GPU only after agreeing with the CPU), `facerun bench`
+(each path against the CPU interpreter) and `Net.batch_program` (a batch program must give what single runs give).
+
+A value tolerance is relative to a scale of the reference output (its range, or its largest magnitude), so logits
+and 0..1 scores are judged alike; embeddings may be judged by direction (cosine) instead.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,54 @@ GPU_TOLERANCE = 1e-3
 # Outputs that barely vary (a sigmoid saturated over a random input spans 2e-4) are judged as if they spanned this
 # much, so float32 rounding (1e-7 of values near 1) is not taken for a departure.
 MIN_RANGE = 0.01
+# embeddings: the cosine of the two vectors at least this
+MIN_COSINE = 0.9999
+# a 2-D output with at least this many columns is a batch of vectors, each row judged by its cosine too
+ROW_VECTOR_MIN = 16
+
+# seeds of the inputs each check runs on
+TEST_SEED = 20240229  # the checked GPU attachment
+SEPARABLE_SEED = 7  # Net.batch_program's check that a batch program keeps its items apart
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """When an output agrees with its reference: max |got - want| <= rel * max(scale, floor), where the scale is the
+    reference's range (max - min) or its largest magnitude; and, where set, the cosine of the whole output (or of
+    each row of a batch of vectors) at least the given one. rel None: values are judged by direction only."""
+
+    rel: float | None
+    floor: float = MIN_RANGE
+    scale: str = "range"  # "range" | "magnitude"
+    min_cosine: float | None = None
+    row_cosine: float | None = None
+
+    def limit(self, d: Diff) -> float | None:
+        if self.rel is None:
+            return None
+        return self.rel * max(d.range if self.scale == "range" else d.magnitude, self.floor)
+
+
+ONNXRUNTIME = Tolerance(TOLERANCE)  # facerun's CPU interpreter against onnxruntime
+GPU = Tolerance(GPU_TOLERANCE)  # the GPU path against the CPU interpreter (parity, bench)
+# the checked attachment's gate: looser on small outputs, and every embedding of a batch in the right direction
+GPU_CHECK = Tolerance(GPU_TOLERANCE, floor=1.0, row_cosine=MIN_COSINE)
+EMBEDDING = Tolerance(None, min_cosine=MIN_COSINE)  # bench: embeddings compared by direction
+# a batch program against single runs, both on the CPU: only summation order may differ
+BATCH_ITEMS = Tolerance(TOLERANCE, floor=1.0, scale="magnitude")
+
+
+def as_tolerance(tol) -> Tolerance:
+    """A Tolerance, or a bare number taken as `rel` of the reference's range."""
+    return tol if isinstance(tol, Tolerance) else Tolerance(float(tol))
+
+
+def tolerance_for(value_range: float, tol: float = TOLERANCE) -> float:
+    """The largest max abs difference `tol` allows on an output spanning `value_range`."""
+    return tol * max(value_range, MIN_RANGE)
+
+
+# ----------------------------------------------------------------------------------------------- comparison
 
 
 @dataclass
@@ -24,11 +79,32 @@ class Diff:
     max_rel: float  # max_abs over the reference's largest magnitude
     cosine: float
     range: float
-    tol: float = TOLERANCE
+    tol: Tolerance | float = TOLERANCE
+    magnitude: float = 0.0
+    row_cosine: float | None = None  # the smallest per-row cosine, for a batch of vectors
+    problem: str | None = None  # a mismatch no tolerance excuses: the shape, or where values are finite
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return as_tolerance(self.tol)
 
     @property
     def ok(self) -> bool:
-        return self.max_abs <= tolerance_for(self.range, self.tol)
+        return self.why() is None
+
+    def why(self) -> str | None:
+        """What departs beyond the tolerance, in a few words, or None."""
+        if self.problem is not None:
+            return self.problem
+        t = self.tolerance
+        limit = t.limit(self)
+        if limit is not None and not self.max_abs <= limit:
+            return f"off by {self.max_abs:.3g} (tolerance {limit:.3g})"
+        if t.min_cosine is not None and not self.cosine >= t.min_cosine:
+            return f"cosine {self.cosine:.6f} < {t.min_cosine}"
+        if t.row_cosine is not None and self.row_cosine is not None and not self.row_cosine >= t.row_cosine:
+            return f"cosine {self.row_cosine:.6f} < {t.row_cosine}"
+        return None
 
     def as_dict(self) -> dict:
         return {
@@ -41,23 +117,71 @@ class Diff:
         }
 
 
-def tolerance_for(value_range: float, tol: float = TOLERANCE) -> float:
-    return tol * max(value_range, MIN_RANGE)
-
-
-def compare(name: str, got: np.ndarray, want: np.ndarray, tol: float = TOLERANCE) -> Diff:
+def compare(name: str, got, want, tol: Tolerance | float = TOLERANCE) -> Diff:
+    """How far `got` is from the reference `want`. Non-finite values must sit at the same places; the numbers are
+    taken over the finite ones."""
     got = np.asarray(got, np.float64)
     want = np.asarray(want, np.float64)
     if got.shape != want.shape:
-        return Diff(name, tuple(got.shape), float("inf"), float("inf"), float("nan"), 0.0, tol)
-    d = np.abs(got - want)
-    max_abs = float(d.max()) if d.size else 0.0
-    mag = float(np.abs(want).max()) if want.size else 0.0
-    rng = float(want.max() - want.min()) if want.size else 0.0
-    a, b = got.reshape(-1), want.reshape(-1)
+        return Diff(name, tuple(got.shape), float("inf"), float("inf"), float("nan"), 0.0, tol,
+                    problem=f"shape {list(got.shape)} instead of {list(want.shape)}")
+    finite = np.isfinite(want)
+    if not np.array_equal(finite, np.isfinite(got)):
+        return Diff(name, tuple(want.shape), float("inf"), float("inf"), float("nan"), 0.0, tol,
+                    problem="non-finite values where the reference has none (or the reverse)")
+    a, b = got[finite], want[finite]
+    max_abs = float(np.abs(a - b).max()) if b.size else 0.0
+    mag = float(np.abs(b).max()) if b.size else 0.0
+    rng = float(b.max() - b.min()) if b.size else 0.0
+    row_cos = _row_cosine(got, want) if finite.all() else None
+    return Diff(name, tuple(want.shape), max_abs, max_abs / mag if mag > 0 else max_abs, _cosine(a, b), rng, tol,
+                magnitude=mag, row_cosine=row_cos)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    cosine = float(a @ b / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    return Diff(name, tuple(want.shape), max_abs, max_abs / mag if mag > 0 else max_abs, cosine, rng, tol)
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+
+
+def _row_cosine(got: np.ndarray, want: np.ndarray) -> float | None:
+    if want.ndim != 2 or want.shape[1] < ROW_VECTOR_MIN:
+        return None
+    na, nb = np.linalg.norm(want, axis=1), np.linalg.norm(got, axis=1)
+    both = (na > 0) & (nb > 0)
+    if not both.any():
+        return None
+    return float(((want * got).sum(axis=1)[both] / (na[both] * nb[both])).min())
+
+
+def disagreement(want: dict, got: dict, tol: Tolerance | float = GPU_CHECK) -> str | None:
+    """Why the outputs `got` do not match the reference outputs `want` (both by name), or None when they agree."""
+    for name, reference in want.items():
+        value = got.get(name)
+        if value is None:
+            return f"output '{name}': shape None instead of {list(np.shape(reference))}"
+        why = compare(name, value, reference, tol).why()
+        if why is not None:
+            return f"output '{name}': {why}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------- seeded inputs
+
+
+def seeded_input(shape, seed: int = 0, value_range: tuple[float, float] = (-1.0, 1.0)) -> np.ndarray:
+    """A reproducible float32 input, uniform over `value_range` (by default like a normalised image)."""
+    lo, hi = value_range
+    return np.random.default_rng(seed).uniform(lo, hi, size=tuple(shape)).astype(np.float32)
+
+
+def seeded_inputs(shapes: dict, seed: int = TEST_SEED, value_range: tuple[float, float] = (-1.0, 1.0)) -> dict:
+    """One seeded input per name ({name: shape}), drawn in turn from one generator."""
+    lo, hi = value_range
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(lo, hi, size=tuple(shape)).astype(np.float32) for name, shape in shapes.items()}
+
+
+# ------------------------------------------------------------------------------------------ step by step
 
 
 @dataclass
@@ -93,7 +217,7 @@ def first_departing_step(net, x: np.ndarray, reference_steps) -> tuple[StepRepor
     return None, compared
 
 
-def first_departing_gpu_step(net, x: np.ndarray, tol: float = GPU_TOLERANCE) -> tuple[StepReport | None, int]:
+def first_departing_gpu_step(net, x: np.ndarray, tol: Tolerance | float = GPU) -> tuple[StepReport | None, int]:
     """Every step's value on the GPU (one run that keeps them all) against the CPU interpreter's; the first step
     beyond tolerance, or None, and how many steps were compared."""
     prog = net.program(x.shape)

@@ -53,7 +53,8 @@ def _load():
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "64_"), ("openblas_", "")):
+        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "64_"),
+                               ("openblas_", "")):
             if getattr(lib, f"{prefix}get_num_threads{suffix}", None) is not None:
                 return lib, prefix, suffix
     return None

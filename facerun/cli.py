@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from .commands.common import allow_software_option
 from .errors import FacerunError
 
 # command name -> module in facerun.commands (each defines a click command named `command`)
@@ -42,21 +43,21 @@ class FacerunGroup(click.Group):
         return importlib.import_module(f"facerun.commands.{module}").command
 
     def invoke(self, ctx):
+        from .commands.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, fail
+
         try:
             return super().invoke(ctx)
         except FacerunError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(1)
+            fail(e, EXIT_FAILED)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:  # a bug: still one line for the user, the traceback on request
             if os.environ.get("FACERUN_DEBUG"):
                 raise
-            click.echo(f"error: internal error ({type(e).__name__}: {e}); run with FACERUN_DEBUG=1 for the traceback", err=True)
-            sys.exit(2)
+            fail(f"internal error ({type(e).__name__}: {e}); run with FACERUN_DEBUG=1 for the traceback", EXIT_INTERNAL)
 
 
 @click.group(cls=FacerunGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -65,8 +66,7 @@ class FacerunGroup(click.Group):
               help="At most this many GPU runs at once (default: no limit).")
 @click.option("--gpu-share", type=click.FloatRange(0.05, 1.0), default=None,
               help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F (default 1).")
-@click.option("--allow-software", "allow_software", is_flag=True,
-              help="Accept a software GPU adapter (llvmpipe/lavapipe, WARP, SwiftShader); FACERUN_ALLOW_SOFTWARE=1 too.")
+@allow_software_option()
 def main(gpu_concurrency, gpu_share, allow_software):
     """facerun: run and benchmark face networks (YuNet, SFace, AuraFace) on the CPU and on any GPU.
 
@@ -74,13 +74,10 @@ def main(gpu_concurrency, gpu_share, allow_software):
     built-in replica name (every-op, yunet-arch, sface-arch, auraface-arch, and their -small variants), so nothing
     needs downloading.
     """
-    if gpu_concurrency is not None or gpu_share is not None or allow_software:
-        from .gpu import allow_software as allow, set_pace
+    if gpu_concurrency is not None or gpu_share is not None:
+        from .gpu import set_pace
 
-        if gpu_concurrency is not None or gpu_share is not None:
-            set_pace(gpu_concurrency, gpu_share)
-        if allow_software:
-            allow(True)
+        set_pace(gpu_concurrency, gpu_share)
 
 
 if __name__ == "__main__":

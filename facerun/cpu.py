@@ -40,10 +40,10 @@ def activate(x: np.ndarray, act: P.Activation | None, out: np.ndarray | None = N
 
 
 def _pad(x: np.ndarray, pads, value=0.0) -> np.ndarray:
-    t, l, b, r = pads
-    if not (t or l or b or r):
+    top, left, bottom, right = pads
+    if not (top or left or bottom or right):
         return x
-    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
+    return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
 
 
 def _windows(x: np.ndarray, k, s, d, out_hw) -> np.ndarray:
@@ -110,7 +110,8 @@ def conv2d(x: np.ndarray, st: P.Conv, out_shape, threads: int = 1) -> np.ndarray
                 if pointwise:
                     cols = xg[sl].reshape(xg[sl].shape[0], cg, oh * ow)
                 elif kh == kw == 1:
-                    cols = np.ascontiguousarray(xg[sl, :, : st.stride[0] * (oh - 1) + 1 : st.stride[0], : st.stride[1] * (ow - 1) + 1 : st.stride[1]])
+                    sh, sw = st.stride
+                    cols = np.ascontiguousarray(xg[sl, :, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw])
                     cols = cols.reshape(cols.shape[0], cg, oh * ow)
                 else:
                     win = _windows(xg[sl], (kh, kw), st.stride, st.dilation, (oh, ow))
@@ -127,11 +128,11 @@ def pool(x: np.ndarray, st: P.Pool, out_shape) -> np.ndarray:
     _, _, h, w = x.shape
     _, _, oh, ow = out_shape
     (kh, kw), (sh, sw), (dh, dw) = st.kernel, st.stride, st.dilation
-    t, l, b, r = st.pads
+    top, left, bottom, right = st.pads
     # room for every window, ceil_mode's last one included
     need_h = (oh - 1) * sh + dh * (kh - 1) + 1
     need_w = (ow - 1) * sw + dw * (kw - 1) + 1
-    extra = (t, l, max(0, need_h - h - t), max(0, need_w - w - l))
+    extra = (top, left, max(0, need_h - h - top), max(0, need_w - w - left))
     if st.kind == "max":
         xp = _pad(x, extra, -np.inf)
         out = None
@@ -143,7 +144,7 @@ def pool(x: np.ndarray, st: P.Pool, out_shape) -> np.ndarray:
     # divisor: valid input cells, or, with count_include_pad, the cells inside the declared padding
     ones = np.ones((1, 1, h, w), np.float32)
     if st.count_include_pad:
-        ones = _pad(ones, (t, l, b, r), 1.0)
+        ones = _pad(ones, (top, left, bottom, right), 1.0)
         ones = _pad(ones, (0, 0, max(0, need_h - ones.shape[2]), max(0, need_w - ones.shape[3])), 0.0)
     else:
         ones = _pad(ones, extra, 0.0)

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cpu
-from .onnx.compile import compile_model
+from . import agree, cpu
 from .errors import InputError, ModelError
+from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
 from .program import Program
+from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
 
 class Outputs(dict):
@@ -26,9 +27,10 @@ class Outputs(dict):
 class Net:
     """A loaded ONNX model. `run` takes one NCHW array (a batch) or a dict/list of inputs."""
 
-    def __init__(self, model: ImportedModel, label: str | None = None):
+    def __init__(self, model: ImportedModel, label: str | None = None, card: ModelCard | None = None):
         self.model = model
-        self.label = label or model.path.name
+        self._card = card
+        self.label = label or (card.label if card is not None else model.path.name)
         self._programs: dict[tuple, Program] = {}
         self._separable: dict[tuple, bool] = {}  # item shape -> whether a batch program keeps items apart
         self._lock = threading.Lock()
@@ -36,6 +38,17 @@ class Net:
         self.gpu_reason: str | None = "not requested"
 
     # ------------------------------------------------------------------------------------------ description
+    @property
+    def card(self) -> ModelCard:
+        """What facerun knows about this model: kind, family, pre-processing, threshold, and where that comes from.
+        A file known by nothing else is recognised by its graph here, once."""
+        card = self._card
+        if card is None or card.source == UNKNOWN:
+            card = card or identify_file(self.path, self.label, self.sha256)
+            card = recognise(card, self.input_shape, self.output_names, lambda: self.program(self.default_shape(1)))
+            self._card = card
+        return card
+
     @property
     def path(self) -> Path:
         return self.model.path
@@ -214,15 +227,11 @@ class Net:
             prog = self._compile_items((2,) + tuple(item[1:]))
         except (InputError, ModelError):
             return False
-        x = np.random.default_rng(7).uniform(-1, 1, size=(2,) + tuple(item[1:])).astype(np.float32)
+        x = agree.seeded_input((2,) + tuple(item[1:]), agree.SEPARABLE_SEED)
         both = cpu.run_program(prog, {self.input_name: x})
         singles = [cpu.run_program(self.program(item), {self.input_name: x[i : i + 1]}) for i in range(2)]
-        for name in self.output_names:
-            want = np.concatenate([s[name] for s in singles])
-            got = both[name]
-            if got.shape != want.shape or np.abs(got - want).max() > 1e-4 * max(1.0, float(np.abs(want).max())):
-                return False
-        return True
+        stacked = {name: np.concatenate([s[name] for s in singles]) for name in self.output_names}
+        return agree.disagreement(stacked, both, agree.BATCH_ITEMS) is None
 
     def run_per_conv(self, x) -> Outputs:
         """The comparison mode: each convolution uploaded, run and read back alone on the GPU, the rest on the CPU."""
@@ -244,24 +253,11 @@ def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def resolve_model_path(name) -> tuple[Path, str]:
-    """A model argument -> (file, label): an existing file, a built-in replica name, or a known model's name."""
-    from .zoo import replicas as synthetic
-
-    p = Path(name)
-    if p.exists():
-        return p, p.name
-    if synthetic.is_replica(str(name)):
-        return synthetic.replica_path(str(name)), str(name)
-    from .zoo.find import resolve
-
-    return resolve(str(name)), str(name)
-
-
-def load(path, device: str = "cpu") -> Net:
-    """Load an ONNX file (or a replica name) as a Net. device: "cpu", "gpu" (error if unusable) or "auto"."""
-    p, label = resolve_model_path(path)
-    net = Net(read_model(p), label=label)
+def load(model, device: str = "cpu") -> Net:
+    """Load a model as a Net: an ONNX file, a known model's or a replica's name, or a ModelCard (facerun.zoo.card).
+    device: "cpu", "gpu" (error if unusable) or "auto"."""
+    card = identify(model)
+    net = Net(read_model(card.path), card=card)
     if device in ("gpu", "auto"):
         from .gpu.checked import attach
 

@@ -68,7 +68,8 @@ class Activation:
 
 @dataclass(eq=False)
 class Step:
-    """Common fields: `out` the value written, `node` the ONNX node it came from, `frees` the storages released after."""
+    """Common fields: `out` the value written, `node` the ONNX node it came from, `frees` the storages released
+    after."""
 
     out: int
     node: str
@@ -85,13 +86,14 @@ class Step:
         """Value ids this step reads (activations and constants)."""
         raise NotImplementedError
 
-    def macs(self, prog: "Program") -> int:
+    def macs(self, prog: Program) -> int:
         return 0
 
 
 @dataclass(eq=False)
 class Conv(Step):
-    """out = act(conv(x, weight) + bias [+ residual]). weight: (Cout, Cin/groups, kh, kw). pads: top, left, bottom, right."""
+    """out = act(conv(x, weight) + bias [+ residual]). weight: (Cout, Cin/groups, kh, kw). pads: top, left, bottom,
+    right."""
 
     x: int
     weight: np.ndarray

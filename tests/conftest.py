@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from people_fixtures import faces_db, mobilefacenet, yunet_cpu  # noqa: F401  (the shared photos indexed once)
 
 from gpu_fixtures import gpu, gpu_model  # noqa: F401  (shared GPU fixtures: skip without an adapter, fail under CI)
-from people_fixtures import faces_db, mobilefacenet, yunet_cpu  # noqa: F401  (the shared photos indexed once)
 
 ROOT = Path(__file__).resolve().parent.parent
 _DEFAULT_SHARED = ROOT.parent / "shared"

@@ -54,7 +54,7 @@ class ModelServer:
     def wait_stop(self) -> None:
         self._stop.wait(self._max_seconds)
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         self._thread.start()
         self._watchdog.start()
         return self
@@ -67,7 +67,7 @@ class ModelServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from facerun.face import align
 from facerun.errors import InputError
+from facerun.face import align
 
 MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
 DATA = Path(os.environ.get("FACERUN_DATA", "/work/shared/data"))

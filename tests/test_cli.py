@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from facerun.cli import COMMANDS, main
 from facerun.gpu import pace
+from facerun.zoo import replicas
 
 
 def test_help_lists_every_command():
@@ -21,7 +23,8 @@ def test_help_lists_every_command():
 
 def test_global_pace_options_set_the_gpu_pace():
     try:
-        out = CliRunner().invoke(main, ["--gpu-concurrency", "2", "--gpu-share", "0.25", "inspect", "every-op", "--json"])
+        args = ["--gpu-concurrency", "2", "--gpu-share", "0.25", "inspect", "every-op", "--json"]
+        out = CliRunner().invoke(main, args)
         assert out.exit_code == 0, out.output
         assert pace.get_pace() == (2, 0.25)
         assert pace.rest_after(0.1, 0.25) == 0.1 * 0.75 / 0.25
@@ -38,12 +41,7 @@ def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
     assert res["ok"] and res["outputs"][0]["shape"] == [1, 512] and res["outputs"][0]["cosine"] > 0.99999
 
 
-import pytest
-
-from facerun.zoo import replicas as synthetic
-
-
-@pytest.mark.parametrize("name", sorted(synthetic.REPLICAS))
+@pytest.mark.parametrize("name", sorted(replicas.REPLICAS))
 def test_parity_and_inspect_on_every_replica(name):
     out = CliRunner().invoke(main, ["inspect", name, "--json"])
     assert out.exit_code == 0, out.output

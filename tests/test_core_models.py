@@ -7,11 +7,10 @@ import pytest
 from click.testing import CliRunner
 
 from facerun import InputError, ModelError, UnsupportedOps
-
+from facerun.agree import compare
 from facerun.bench import oracle
 from facerun.cli import main
 from facerun.net import load
-from facerun.agree import compare
 
 from conftest import real_model
 from onnx_graphs import save
@@ -90,7 +89,7 @@ def _cli(*args):
 
 def _one_line_error(code, output):
     assert code != 0
-    lines = [l for l in output.strip().splitlines() if l.strip()]
+    lines = [line for line in output.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), output
     assert "Traceback" not in output
     return lines[0]
@@ -149,7 +148,8 @@ def test_wrong_input_sizes_are_clear_errors():
     _one_line_error(*_cli("inspect", str(path), "--size", "big"))
 
 
-@pytest.mark.parametrize("file", ["face_detection_yunet_2023mar.onnx", "face_detection_yunet_2022mar.onnx", "MobileFaceNet.onnx"])
+@pytest.mark.parametrize("file", ["face_detection_yunet_2023mar.onnx", "face_detection_yunet_2022mar.onnx",
+                                  "MobileFaceNet.onnx"])
 def test_cli_parity_and_inspect_on_every_shared_model(file):
     import json
 

@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from facerun.face import yunet
 from facerun.cli import main
+from facerun.errors import InputError, ModelError
+from facerun.face import yunet
 from facerun.face.detect import DEFAULT_MAX_SIDE, Detector, Face
 from facerun.face.draw import BOX_COLOUR
-from facerun.errors import InputError, ModelError
 from facerun.face.evaluate import box_iou
 from facerun.face.images import iter_images, load_image
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from PIL import Image
 
 from facerun.cli import main
+from facerun.errors import InputError, ModelError
 from facerun.face.detect import Detector
 from facerun.face.embed import Embedder, cosine, cosine_matrix, largest
-from facerun.errors import InputError, ModelError
 from facerun.face.images import load_image
 
 MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))

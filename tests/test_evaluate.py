@@ -9,10 +9,17 @@ import pytest
 from click.testing import CliRunner
 
 from facerun.cli import main
-from facerun.face.detect import Detector
 from facerun.errors import InputError
-from facerun.face.evaluate import (GroundTruth, SIZE_BUCKETS, average_precision, box_iou, evaluate, parse_wider_gt,
-                              score_detections)
+from facerun.face.detect import Detector
+from facerun.face.evaluate import (
+    SIZE_BUCKETS,
+    GroundTruth,
+    average_precision,
+    box_iou,
+    evaluate,
+    parse_wider_gt,
+    score_detections,
+)
 from facerun.face.images import load_image
 
 cv2 = pytest.importorskip("cv2")

@@ -116,5 +116,6 @@ def test_timing_prints_every_path_with_a_number_or_a_reason(models_dir, data_dir
     assert float(rows["facerun cpu"].split()[2]) > 0
     done = run_example("timing.py", "embed", "sface-arch-small", "--faces", "8", "--batch", "4", "--repeat", "1")
     lines = done.stdout.splitlines()[1:]
-    assert [l.split("  ")[0].strip() for l in lines] == ["facerun cpu", "facerun gpu", "onnxruntime cpu", "onnxruntime webgpu"]
+    assert [line.split("  ")[0].strip() for line in lines] == ["facerun cpu", "facerun gpu", "onnxruntime cpu",
+                                                              "onnxruntime webgpu"]
     assert "faces/s" in lines[0] and float(lines[0].split()[2]) > 0

@@ -10,9 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from gpu_fixtures import in_ci
 
 from facerun.gpu import device as D
+
+from gpu_fixtures import in_ci
 
 PROBE = "from facerun.gpu import gpu_available; ok, why = gpu_available(); print(ok); print(why)"
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 from facerun import program as P
 from facerun.gpu.plan import TILES
+
+from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 pytestmark = pytest.mark.gpu
 

@@ -8,6 +8,7 @@ import pytest
 
 from facerun.gpu import kernels as K
 from facerun.gpu import pace
+from facerun.gpu.memory import SlotPlanner, pack_conv_weights
 from facerun.gpu.plan import (
     TARGET_WORKGROUPS,
     TILES,
@@ -21,7 +22,6 @@ from facerun.gpu.plan import (
     plan_conv,
     plan_gemm,
 )
-from facerun.gpu.memory import SlotPlanner, pack_conv_weights
 
 BIG = Limits(max_workgroups_per_dim=65535, max_binding=2 << 30, max_invocations=1024, max_workgroup_storage=49152)
 

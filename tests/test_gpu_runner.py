@@ -9,7 +9,6 @@ import threading
 
 import numpy as np
 import pytest
-from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 import facerun
 from facerun import cpu
@@ -19,6 +18,8 @@ from facerun.gpu import CheckedGpu, DoesNotFit, GpuModel, attach, disagreement
 from facerun.gpu import device as D
 from facerun.gpu.checked import test_inputs as check_inputs
 from facerun.gpu.plan import Limits
+
+from gpu_fixtures import Builder, close  # the gpu and gpu_model fixtures come from conftest
 
 pytestmark = pytest.mark.gpu
 

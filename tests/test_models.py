@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from facerun.zoo import known
-
-from facerun.zoo import find as models
 from facerun.cli import main
 from facerun.errors import ModelError
+from facerun.zoo import find, known
 
 from local_http import ModelServer
 
@@ -115,37 +113,37 @@ def test_sha256_memo_notices_a_changed_file(tmp_path):
 
 def test_cache_folder_follows_each_platform(tmp_path):
     home = str(tmp_path)
-    assert models.cache_root("linux", {"HOME": home}) == tmp_path / ".cache" / "facerun"
-    assert models.cache_root("linux", {"HOME": home, "XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/facerun")
-    assert models.cache_root("linux", {"HOME": home, "XDG_CACHE_HOME": "rel"}) == tmp_path / ".cache" / "facerun"
-    assert models.cache_root("darwin", {"HOME": home}) == tmp_path / "Library" / "Caches" / "facerun"
-    assert models.cache_root("win32", {"HOME": home, "LOCALAPPDATA": "/lad"}) == Path("/lad/facerun/Cache")
-    assert models.models_cache_dir("darwin", {"HOME": home, "FACERUN_CACHE": "/fc"}) == Path("/fc/models")
+    assert find.cache_root("linux", {"HOME": home}) == tmp_path / ".cache" / "facerun"
+    assert find.cache_root("linux", {"HOME": home, "XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/facerun")
+    assert find.cache_root("linux", {"HOME": home, "XDG_CACHE_HOME": "rel"}) == tmp_path / ".cache" / "facerun"
+    assert find.cache_root("darwin", {"HOME": home}) == tmp_path / "Library" / "Caches" / "facerun"
+    assert find.cache_root("win32", {"HOME": home, "LOCALAPPDATA": "/lad"}) == Path("/lad/facerun/Cache")
+    assert find.models_cache_dir("darwin", {"HOME": home, "FACERUN_CACHE": "/fc"}) == Path("/fc/models")
 
 
 def test_search_order_and_deduplication(tmp_path, monkeypatch):
     a, b, explicit = tmp_path / "a", tmp_path / "b", tmp_path / "explicit"
     monkeypatch.setenv("FACERUN_MODELS", os.pathsep.join([str(a), "", str(b), str(a)]))
-    assert models.search_dirs(explicit) == [explicit, a, b, tmp_path / "cache" / "models"]
-    assert models.search_dirs() == [a, b, tmp_path / "cache" / "models"]
+    assert find.search_dirs(explicit) == [explicit, a, b, tmp_path / "cache" / "models"]
+    assert find.search_dirs() == [a, b, tmp_path / "cache" / "models"]
 
 
 @needs_shared
 def test_resolve_follows_the_search_order(tmp_path, monkeypatch):
     cache, env_dir, explicit = tmp_path / "cache" / "models", tmp_path / "env", tmp_path / "explicit"
     in_cache = _place(YUNET, cache)
-    assert models.resolve("yunet-2023mar") == in_cache
-    assert models.default_detector() == in_cache
+    assert find.resolve("yunet-2023mar") == in_cache
+    assert find.default_detector() == in_cache
 
     monkeypatch.setenv("FACERUN_MODELS", os.pathsep.join([str(tmp_path / "absent"), str(env_dir)]))
     in_env = _place(YUNET, env_dir)
-    assert models.resolve("yunet-2023mar") == in_env
-    assert models.resolve("face_detection_yunet_2023mar.onnx") == in_env
+    assert find.resolve("yunet-2023mar") == in_env
+    assert find.resolve("face_detection_yunet_2023mar.onnx") == in_env
 
     in_explicit = _place(YUNET, explicit)
-    assert models.resolve("yunet-2023mar", models_dir=explicit) == in_explicit
+    assert find.resolve("yunet-2023mar", models_dir=explicit) == in_explicit
     # a path wins over everything
-    assert models.resolve(str(in_cache), models_dir=explicit) == in_cache
+    assert find.resolve(str(in_cache), models_dir=explicit) == in_cache
 
 
 @needs_shared
@@ -153,14 +151,14 @@ def test_resolve_finds_a_renamed_file_by_sha256(tmp_path, monkeypatch):
     folder = tmp_path / "renamed"
     _place(SHARED / "MobileFaceNet.onnx", folder, "embedder.onnx")
     renamed = _place(YUNET, folder, "detector.onnx")
-    assert models.resolve("yunet-2023mar", models_dir=folder) == renamed
-    assert models.resolve("detector.onnx", models_dir=folder) == renamed  # plain file name in a search folder
+    assert find.resolve("yunet-2023mar", models_dir=folder) == renamed
+    assert find.resolve("detector.onnx", models_dir=folder) == renamed  # plain file name in a search folder
 
 
 def test_resolve_missing_model_says_where_it_looked_and_how_to_fetch(tmp_path, monkeypatch):
     monkeypatch.setenv("FACERUN_MODELS", str(tmp_path / "env"))
     with pytest.raises(ModelError) as err:
-        models.resolve("sface-2021dec", models_dir=tmp_path / "explicit")
+        find.resolve("sface-2021dec", models_dir=tmp_path / "explicit")
     message = str(err.value)
     assert "\n" not in message
     assert "facerun models fetch sface-2021dec" in message
@@ -170,11 +168,11 @@ def test_resolve_missing_model_says_where_it_looked_and_how_to_fetch(tmp_path, m
 
 def test_resolve_rejects_missing_paths_and_unknown_names(tmp_path):
     with pytest.raises(ModelError, match="no such model file"):
-        models.resolve(str(tmp_path / "nope" / "model.onnx"))
+        find.resolve(str(tmp_path / "nope" / "model.onnx"))
     with pytest.raises(ModelError, match="folder"):
-        models.resolve(str(tmp_path))
+        find.resolve(str(tmp_path))
     with pytest.raises(ModelError, match="not a file, a known model"):
-        models.resolve("nosuchmodel")
+        find.resolve("nosuchmodel")
 
 
 @needs_shared
@@ -183,7 +181,7 @@ def test_resolve_refuses_a_truncated_file_under_the_canonical_name(tmp_path):
     folder.mkdir()
     (folder / YUNET.name).write_bytes(YUNET.read_bytes()[:1000])
     with pytest.raises(ModelError, match="should be 232589 bytes"):
-        models.resolve("yunet-2023mar", models_dir=folder)
+        find.resolve("yunet-2023mar", models_dir=folder)
 
 
 @needs_shared
@@ -193,7 +191,7 @@ def test_scan_identifies_files_and_skips_partial_downloads(tmp_path):
     (folder / "random.onnx").write_bytes(b"not a model")
     (folder / ".face_detection_yunet_2022mar.onnx.part").write_bytes(b"partial")
     (folder / "notes.txt").write_text("ignored")
-    found = {f.path.name: f for f in models.scan(folder)}
+    found = {f.path.name: f for f in find.scan(folder)}
     assert set(found) == {"renamed.onnx", "random.onnx"}
     assert found["renamed.onnx"].known.name == "yunet-2023mar"
     assert found["random.onnx"].known is None
@@ -210,7 +208,7 @@ def _no_leftovers(dest: Path, name: str = "face_detection_yunet_2023mar.onnx") -
 def test_fetch_good_download_lands_the_exact_file(tmp_path, server, yunet_bytes):
     dest = tmp_path / "dest"
     seen = []
-    path = models.fetch("yunet-2023mar", dest, url=server.url("good"), progress=lambda d, t: seen.append((d, t)))
+    path = find.fetch("yunet-2023mar", dest, url=server.url("good"), progress=lambda d, t: seen.append((d, t)))
     assert path == dest / "face_detection_yunet_2023mar.onnx"
     assert path.read_bytes() == yunet_bytes
     assert [p.name for p in dest.iterdir()] == [path.name]  # no partial file left behind
@@ -219,15 +217,15 @@ def test_fetch_good_download_lands_the_exact_file(tmp_path, server, yunet_bytes)
 
 
 def test_fetch_default_destination_is_the_cache(tmp_path, server):
-    path = models.fetch("yunet-2023mar", url=server.url("good"))
+    path = find.fetch("yunet-2023mar", url=server.url("good"))
     assert path.parent == tmp_path / "cache" / "models"
-    assert models.resolve("yunet-2023mar") == path
+    assert find.resolve("yunet-2023mar") == path
 
 
 def test_fetch_truncated_never_lands_and_keeps_the_partial(tmp_path, server, yunet_bytes):
     dest = tmp_path / "dest"
     with pytest.raises(ModelError, match="ended after") as err:
-        models.fetch("yunet-2023mar", dest, url=server.url("truncated"), retries=2, backoff=0)
+        find.fetch("yunet-2023mar", dest, url=server.url("truncated"), retries=2, backoff=0)
     assert "\n" not in str(err.value)
     assert _no_leftovers(dest)
     part = dest / ".face_detection_yunet_2023mar.onnx.part"
@@ -241,13 +239,13 @@ def test_fetch_truncated_never_lands_and_keeps_the_partial(tmp_path, server, yun
 def test_fetch_corrupted_deletes_the_partial_and_writes_nothing(tmp_path, server):
     dest = tmp_path / "dest"
     with pytest.raises(ModelError, match="sha256"):
-        models.fetch("yunet-2023mar", dest, url=server.url("corrupted"), backoff=0)
+        find.fetch("yunet-2023mar", dest, url=server.url("corrupted"), backoff=0)
     assert list(dest.iterdir()) == []
 
 
 def test_fetch_resumes_with_a_range_request(tmp_path, server, yunet_bytes):
     dest = tmp_path / "dest"
-    path = models.fetch("yunet-2023mar", dest, url=server.url("resume"), backoff=0)
+    path = find.fetch("yunet-2023mar", dest, url=server.url("resume"), backoff=0)
     assert path.read_bytes() == yunet_bytes
     half = len(yunet_bytes) // 2
     assert server.log == [("/resume", None, 200), ("/resume", f"bytes={half}-", 206)]
@@ -255,7 +253,7 @@ def test_fetch_resumes_with_a_range_request(tmp_path, server, yunet_bytes):
 
 def test_fetch_restarts_from_zero_when_the_server_ignores_range(tmp_path, server, yunet_bytes):
     dest = tmp_path / "dest"
-    path = models.fetch("yunet-2023mar", dest, url=server.url("no-resume"), backoff=0)
+    path = find.fetch("yunet-2023mar", dest, url=server.url("no-resume"), backoff=0)
     assert path.read_bytes() == yunet_bytes
     assert [status for _, _, status in server.log] == [200, 200]
     assert server.log[1][1] is not None  # it asked to resume and got the whole file instead
@@ -264,9 +262,9 @@ def test_fetch_restarts_from_zero_when_the_server_ignores_range(tmp_path, server
 def test_fetch_resumes_a_partial_left_by_an_earlier_run(tmp_path, server, yunet_bytes):
     dest = tmp_path / "dest"
     with pytest.raises(ModelError):
-        models.fetch("yunet-2023mar", dest, url=server.url("truncated"), retries=0)
+        find.fetch("yunet-2023mar", dest, url=server.url("truncated"), retries=0)
     assert _no_leftovers(dest)
-    path = models.fetch("yunet-2023mar", dest, url=server.url("good"))
+    path = find.fetch("yunet-2023mar", dest, url=server.url("good"))
     assert path.read_bytes() == yunet_bytes
     assert server.log[-1] == ("/good", f"bytes={len(yunet_bytes) // 2}-", 206)
 
@@ -277,9 +275,9 @@ def test_fetch_a_wrong_partial_is_caught_by_the_sha256_and_then_recovers(tmp_pat
     part = dest / ".face_detection_yunet_2023mar.onnx.part"
     part.write_bytes(b"\0" * 5000)  # junk that a resume would splice onto good bytes
     with pytest.raises(ModelError, match="sha256"):
-        models.fetch("yunet-2023mar", dest, url=server.url("good"))
+        find.fetch("yunet-2023mar", dest, url=server.url("good"))
     assert list(dest.iterdir()) == []
-    assert models.fetch("yunet-2023mar", dest, url=server.url("good")).read_bytes() == yunet_bytes
+    assert find.fetch("yunet-2023mar", dest, url=server.url("good")).read_bytes() == yunet_bytes
 
 
 def test_fetch_keeps_an_existing_file_when_the_download_is_bad(tmp_path, server, yunet_bytes):
@@ -288,16 +286,16 @@ def test_fetch_keeps_an_existing_file_when_the_download_is_bad(tmp_path, server,
     old = dest / "face_detection_yunet_2023mar.onnx"
     old.write_bytes(b"old damaged copy")
     with pytest.raises(ModelError):
-        models.fetch("yunet-2023mar", dest, url=server.url("corrupted"))
+        find.fetch("yunet-2023mar", dest, url=server.url("corrupted"))
     assert old.read_bytes() == b"old damaged copy"
-    models.fetch("yunet-2023mar", dest, url=server.url("good"))
+    find.fetch("yunet-2023mar", dest, url=server.url("good"))
     assert old.read_bytes() == yunet_bytes
 
 
 def test_fetch_skips_the_network_when_the_file_is_already_right(tmp_path, server, yunet_bytes):
     dest = tmp_path / "dest"
     _place(YUNET, dest)
-    assert models.fetch("yunet-2023mar", dest, url=server.url("good")).read_bytes() == yunet_bytes
+    assert find.fetch("yunet-2023mar", dest, url=server.url("good")).read_bytes() == yunet_bytes
     assert server.log == []
 
 
@@ -307,7 +305,7 @@ def test_fetch_unreachable_server_is_a_model_error(tmp_path):
         port = s.getsockname()[1]
     dest = tmp_path / "dest"
     with pytest.raises(ModelError, match=f"127.0.0.1:{port}") as err:
-        models.fetch("yunet-2023mar", dest, url=f"http://127.0.0.1:{port}/m.onnx", retries=1, backoff=0)
+        find.fetch("yunet-2023mar", dest, url=f"http://127.0.0.1:{port}/m.onnx", retries=1, backoff=0)
     assert "\n" not in str(err.value)
     assert _no_leftovers(dest)
 
@@ -315,19 +313,19 @@ def test_fetch_unreachable_server_is_a_model_error(tmp_path):
 def test_fetch_times_out_on_a_silent_server(tmp_path, server):
     dest = tmp_path / "dest"
     with pytest.raises(ModelError, match="timed out"):
-        models.fetch("yunet-2023mar", dest, url=server.url("stall"), timeout=0.3, retries=0)
+        find.fetch("yunet-2023mar", dest, url=server.url("stall"), timeout=0.3, retries=0)
     assert _no_leftovers(dest)
 
 
 def test_fetch_http_404_fails_without_retrying(tmp_path, server):
     with pytest.raises(ModelError, match="404"):
-        models.fetch("yunet-2023mar", tmp_path / "dest", url=server.url("missing"), backoff=0)
+        find.fetch("yunet-2023mar", tmp_path / "dest", url=server.url("missing"), backoff=0)
     assert len(server.log) == 1
 
 
 def test_fetch_unknown_model():
     with pytest.raises(ModelError, match="unknown model 'nosuchmodel'"):
-        models.fetch("nosuchmodel", url="http://127.0.0.1:9/x")
+        find.fetch("nosuchmodel", url="http://127.0.0.1:9/x")
 
 
 # -------------------------------------------------------------------------------------------------- CLI

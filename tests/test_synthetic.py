@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections import Counter
 from math import prod
 from pathlib import Path
@@ -13,8 +14,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from facerun.zoo import replicas as synthetic
 from facerun.errors import ModelError
+from facerun.zoo import replicas
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -35,14 +36,14 @@ def real_yunet(models_dir) -> Path:
     return models_dir / REAL_YUNET
 
 
-def session(path_or_model) -> "ort.InferenceSession":
+def session(path_or_model) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     src = path_or_model if isinstance(path_or_model, (str, Path)) else path_or_model.SerializeToString()
     return ort.InferenceSession(str(src) if isinstance(src, Path) else src, opts, providers=["CPUExecutionProvider"])
 
 
-def sample_input(replica: synthetic.Replica, shape=None) -> np.ndarray:
+def sample_input(replica: replicas.Replica, shape=None) -> np.ndarray:
     """Image-like values for image models (0..255, then the replica's own pre-processing), normal noise otherwise."""
     rng = np.random.default_rng(7)
     shape = shape or replica.input_shape
@@ -94,12 +95,12 @@ def graph_counts(model: onnx.ModelProto, input_shape) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------------- every replica
 
 
-SMALL = [n for n in synthetic.REPLICAS if n != "auraface-arch"]
+SMALL = [n for n in replicas.REPLICAS if n != "auraface-arch"]
 
 
 def check_runs(name: str) -> dict[str, np.ndarray]:
-    replica = synthetic.REPLICAS[name]
-    path = synthetic.replica_path(name)
+    replica = replicas.REPLICAS[name]
+    path = replicas.replica_path(name)
     onnx.checker.check_model(str(path))
     model = onnx.load(str(path), load_external_data=False)
     sess = session(path)
@@ -130,38 +131,38 @@ def test_full_auraface_builds_checks_and_runs(cache):
 
 
 def test_registry_entries_describe_their_models(cache):
-    assert set(synthetic.REPLICAS) == {"every-op", "yunet-arch", "sface-arch", "auraface-arch",
+    assert set(replicas.REPLICAS) == {"every-op", "yunet-arch", "sface-arch", "auraface-arch",
                                        "sface-arch-small", "auraface-arch-small"}
-    for name, replica in synthetic.REPLICAS.items():
+    for name, replica in replicas.REPLICAS.items():
         assert replica.name == name and replica.description and "\n" not in replica.description
         assert replica.kind in ("detector", "embedder", "test")
-        assert synthetic.is_replica(name)
+        assert replicas.is_replica(name)
         if name == "auraface-arch":
             continue  # its declared input is checked with the full run; avoid loading 260 MB twice
-        model = onnx.load(str(synthetic.replica_path(name)))
+        model = onnx.load(str(replicas.replica_path(name)))
         want = declared(model.graph.input[0])
         assert len(want) == len(replica.input_shape)
         assert all(not isinstance(w, int) or w == s for w, s in zip(want, replica.input_shape))
-    assert synthetic.REPLICAS["yunet-arch"].kind == "detector"
-    assert synthetic.REPLICAS["every-op"].kind == "test"
-    sface = synthetic.REPLICAS["sface-arch"].preprocess
+    assert replicas.REPLICAS["yunet-arch"].kind == "detector"
+    assert replicas.REPLICAS["every-op"].kind == "test"
+    sface = replicas.REPLICAS["sface-arch"].preprocess
     assert (sface.color, sface.mean, sface.std) == ("RGB", 0.0, 1.0)
-    aura = synthetic.REPLICAS["auraface-arch"].preprocess
+    aura = replicas.REPLICAS["auraface-arch"].preprocess
     assert (aura.color, aura.mean, aura.std) == ("RGB", 127.5, 127.5)
-    assert not synthetic.is_replica("yunet") and not synthetic.is_replica("/tmp/every-op.onnx")
+    assert not replicas.is_replica("yunet") and not replicas.is_replica("/tmp/every-op.onnx")
 
 
 def test_unknown_name_is_a_model_error_listing_the_known_names(cache):
     with pytest.raises(ModelError) as info:
-        synthetic.replica_path("sface-arch-tiny")
+        replicas.replica_path("sface-arch-tiny")
     message = str(info.value)
     assert "sface-arch-tiny" in message
-    assert all(name in message for name in synthetic.REPLICAS)
+    assert all(name in message for name in replicas.REPLICAS)
 
 
 @pytest.mark.parametrize("name", ["every-op", "yunet-arch", "sface-arch-small", "auraface-arch-small"])
 def test_builds_are_reproducible(name):
-    build = synthetic.REPLICAS[name].build
+    build = replicas.REPLICAS[name].build
     assert build().SerializeToString() == build().SerializeToString()
 
 
@@ -170,8 +171,8 @@ def test_builds_are_reproducible(name):
 
 @pytest.mark.parametrize("name", ["sface-arch", "sface-arch-small", "auraface-arch-small"])
 def test_embedders_take_a_symbolic_batch(cache, name):
-    replica = synthetic.REPLICAS[name]
-    path = synthetic.replica_path(name)
+    replica = replicas.REPLICAS[name]
+    path = replicas.replica_path(name)
     model = onnx.load(str(path))
     assert declared(model.graph.input[0])[0] == "N"
     assert declared(model.graph.output[0])[0] == "N"
@@ -186,7 +187,7 @@ def test_embedders_take_a_symbolic_batch(cache, name):
 
 
 def test_sface_normalises_inside_the_graph():
-    model = synthetic.sface_like(width=0.25)
+    model = replicas.sface_like(width=0.25)
     first, second = model.graph.node[:2]
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     assert first.op_type == "Sub" and first.input[0] == "data" and float(inits[first.input[1]]) == 127.5
@@ -194,7 +195,7 @@ def test_sface_normalises_inside_the_graph():
 
 
 def test_sface_layers():
-    model = synthetic.sface_like()
+    model = replicas.sface_like()
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
     inits = {t.name: tuple(t.dims) for t in model.graph.initializer}
     assert len(convs) == 27  # stem + 13 x (depthwise, pointwise)
@@ -210,7 +211,7 @@ def test_sface_layers():
 
 
 def test_auraface_parameters_and_macs_match_iresnet100(cache):
-    model = onnx.load(str(synthetic.replica_path("auraface-arch")))
+    model = onnx.load(str(replicas.replica_path("auraface-arch")))
     params, macs = graph_counts(model, (1, 3, 112, 112))
     assert params == pytest.approx(65e6, rel=0.03)
     assert macs == pytest.approx(12.1e9, rel=0.03)
@@ -222,7 +223,7 @@ def test_auraface_parameters_and_macs_match_iresnet100(cache):
 
 
 def test_small_auraface_is_much_smaller():
-    params, macs = graph_counts(synthetic.REPLICAS["auraface-arch-small"].build(), (1, 3, 112, 112))
+    params, macs = graph_counts(replicas.REPLICAS["auraface-arch-small"].build(), (1, 3, 112, 112))
     assert params < 5e6 and macs < 0.5e9
 
 
@@ -234,7 +235,7 @@ def attrs(node) -> dict:
 
 
 def test_every_op_uses_each_supported_operator():
-    model = synthetic.every_operator()
+    model = replicas.every_operator()
     g = model.graph
     ops = Counter(n.op_type for n in g.node)
     required = ["Conv", "BatchNormalization", "Relu", "Sigmoid", "Clip", "LeakyRelu", "PRelu", "Add", "Sub", "Mul",
@@ -319,7 +320,7 @@ def test_every_op_uses_each_supported_operator():
 
 
 def test_every_op_runs_with_moderate_values_on_varied_inputs():
-    sess = session(synthetic.every_operator())
+    sess = session(replicas.every_operator())
     rng = np.random.default_rng(3)
     for scale in (0.1, 1.0, 5.0):
         x = (rng.standard_normal((1, 4, 9, 7)) * scale).astype(np.float32)
@@ -343,7 +344,7 @@ def conv_signature(node, inits) -> tuple:
 
 def test_yunet_replica_has_the_real_layers(cache, real_yunet):
     real = onnx.load(str(real_yunet))
-    fake = onnx.load(str(synthetic.replica_path("yunet-arch")))
+    fake = onnx.load(str(replicas.replica_path("yunet-arch")))
     assert fake.opset_import[0].version == real.opset_import[0].version == 11
     assert Counter(n.op_type for n in fake.graph.node) == Counter(n.op_type for n in real.graph.node)
     assert [n.op_type for n in fake.graph.node] == [n.op_type for n in real.graph.node]
@@ -360,7 +361,7 @@ def test_yunet_replica_has_the_real_layers(cache, real_yunet):
 
 def test_yunet_replica_outputs_match_the_real_file_at_640(cache, real_yunet):
     x = np.random.default_rng(1).uniform(0, 255, (1, 3, 640, 640)).astype(np.float32)
-    real, fake = session(real_yunet), session(synthetic.replica_path("yunet-arch"))
+    real, fake = session(real_yunet), session(replicas.replica_path("yunet-arch"))
     want = [(o.name, r.shape) for o, r in zip(real.get_outputs(), real.run(None, {"input": x}))]
     got = [(o.name, r.shape) for o, r in zip(fake.get_outputs(), fake.run(None, {"input": x}))]
     assert got == want
@@ -369,7 +370,7 @@ def test_yunet_replica_outputs_match_the_real_file_at_640(cache, real_yunet):
 
 @pytest.mark.parametrize("height, width", [(320, 480), (96, 64)])
 def test_yunet_replica_runs_at_other_multiples_of_32(cache, height, width):
-    sess = session(synthetic.replica_path("yunet-arch"))
+    sess = session(replicas.replica_path("yunet-arch"))
     x = np.random.default_rng(2).uniform(0, 255, (1, 3, height, width)).astype(np.float32)
     outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"input": x})))
     for head, k in (("cls", 1), ("obj", 1), ("bbox", 4), ("kps", 10)):
@@ -383,18 +384,18 @@ def test_yunet_replica_runs_at_other_multiples_of_32(cache, height, width):
 
 def test_replica_path_is_cached_and_atomic(tmp_path, monkeypatch):
     monkeypatch.setenv("FACERUN_CACHE", str(tmp_path))
-    first = synthetic.replica_path("every-op")
+    first = replicas.replica_path("every-op")
     assert first.parent == tmp_path / "replicas" and first.suffix == ".onnx" and first.name.startswith("every-op-")
     stat = first.stat()
 
     # A second call finds the file: it must not build (the builder would raise) nor rewrite it.
-    original = synthetic.REPLICAS["every-op"]
+    original = replicas.REPLICAS["every-op"]
 
     def must_not_build():
         raise AssertionError("rebuilt a cached replica")
 
-    monkeypatch.setitem(synthetic.REPLICAS, "every-op", dataclasses.replace(original, build=must_not_build))
-    again = synthetic.replica_path("every-op")
+    monkeypatch.setitem(replicas.REPLICAS, "every-op", dataclasses.replace(original, build=must_not_build))
+    again = replicas.replica_path("every-op")
     assert again == first
     assert (again.stat().st_ino, again.stat().st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
 
@@ -403,16 +404,16 @@ def test_replica_path_is_cached_and_atomic(tmp_path, monkeypatch):
         def SerializeToString(self):
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setitem(synthetic.REPLICAS, "every-op", dataclasses.replace(original, version=99, build=FullDisk))
+    monkeypatch.setitem(replicas.REPLICAS, "every-op", dataclasses.replace(original, version=99, build=FullDisk))
     with pytest.raises(ModelError, match="No space left on device"):
-        synthetic.replica_path("every-op")
+        replicas.replica_path("every-op")
     assert sorted(p.name for p in (tmp_path / "replicas").iterdir()) == [first.name]
 
     # A new version regenerates under a new name and clears the old build, but not another replica's file.
     neighbour = tmp_path / "replicas" / ("every-op-small-" + "0" * 12 + ".onnx")
     neighbour.write_bytes(b"another replica")
-    monkeypatch.setitem(synthetic.REPLICAS, "every-op", dataclasses.replace(original, version=2))
-    second = synthetic.replica_path("every-op")
+    monkeypatch.setitem(replicas.REPLICAS, "every-op", dataclasses.replace(original, version=2))
+    second = replicas.replica_path("every-op")
     assert second != first and second.is_file() and not first.exists() and neighbour.exists()
     onnx.checker.check_model(str(second))
     assert not [p for p in (tmp_path / "replicas").iterdir() if p.name.startswith(".")]
@@ -420,13 +421,13 @@ def test_replica_path_is_cached_and_atomic(tmp_path, monkeypatch):
 
 def test_cache_folder_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("FACERUN_CACHE", str(tmp_path / "custom"))
-    assert synthetic.cache_dir() == tmp_path / "custom" / "replicas"
+    assert replicas.cache_dir() == tmp_path / "custom" / "replicas"
     monkeypatch.delenv("FACERUN_CACHE")
-    if os.name == "posix" and not synthetic.sys.platform == "darwin":
+    if os.name == "posix" and sys.platform != "darwin":
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-        assert synthetic.cache_dir() == tmp_path / "xdg" / "facerun" / "replicas"
+        assert replicas.cache_dir() == tmp_path / "xdg" / "facerun" / "replicas"
         monkeypatch.delenv("XDG_CACHE_HOME")
-        assert synthetic.cache_dir() == Path.home() / ".cache" / "facerun" / "replicas"
+        assert replicas.cache_dir() == Path.home() / ".cache" / "facerun" / "replicas"
 
 
 def test_unwritable_cache_is_a_model_error(tmp_path, monkeypatch):
@@ -434,7 +435,7 @@ def test_unwritable_cache_is_a_model_error(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     monkeypatch.setenv("FACERUN_CACHE", str(blocker))
     with pytest.raises(ModelError, match="cannot write replica 'every-op'"):
-        synthetic.replica_path("every-op")
+        replicas.replica_path("every-op")
 
 
 # ------------------------------------------------------------------------------------- through facerun.load
@@ -445,12 +446,12 @@ def test_unwritable_cache_is_a_model_error(tmp_path, monkeypatch):
 def test_facerun_loads_replicas_by_name(cache, name):
     """The normal import path (a replica name given to facerun.load) agrees with onnxruntime on the same file."""
     import facerun
-    replica = synthetic.REPLICAS[name]
+    replica = replicas.REPLICAS[name]
     shape = (1, 3, 128, 96) if name == "yunet-arch" else replica.input_shape
     x = sample_input(replica, shape)
     net = facerun.load(name, device="cpu")
     got = net.run(x)
-    sess = session(synthetic.replica_path(name))
+    sess = session(replicas.replica_path(name))
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {sess.get_inputs()[0].name: x})))
     assert list(got) == list(want)
     for out, ref in want.items():

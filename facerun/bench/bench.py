@@ -23,19 +23,19 @@ onnxruntime missing) gives a row that says why instead of failing the benchmark.
 from __future__ import annotations
 
 import gc
-import json
-import os
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from .. import agree as parity
+from .. import agree
 from ..errors import FacerunError, InputError
+from ..io import write_json
+from ..zoo.card import ModelCard
+from .saved import RatioRow, compare, load_result
 
 PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime", "onnxruntime-batch",
          "onnxruntime-webgpu", "onnxruntime-webgpu-batch")
@@ -49,8 +49,8 @@ DEFAULT_SIZES = ((640, 640),)  # YuNet's training crop, and the size its publish
 
 # Parity: onnxruntime is held to facerun.agree's tolerance (1e-4 of each output's range); the GPU computes in a
 # different order (tiled sums, fused epilogues), so its paths get 1e-3. Embeddings are compared by direction.
-GPU_TOLERANCE = 1e-3
-MIN_COSINE = 0.9999
+GPU_TOLERANCE = agree.GPU_TOLERANCE
+MIN_COSINE = agree.MIN_COSINE
 MIN_RUNS = 3  # a row stops early on its budget only after this many timed runs
 
 FORMAT = "facerun-bench/1"
@@ -85,6 +85,7 @@ class Settings:
 class ModelSpec:
     label: str
     source: str  # what facerun.load takes: a file path or a replica name
+    card: ModelCard | None = None  # made by `discover`; None: facerun.load makes it from `source`
 
 
 @dataclass
@@ -137,7 +138,7 @@ class BenchResult:
         }
 
     def save(self, path) -> None:
-        write_json_atomic(Path(path), self.to_json())
+        write_json(Path(path), self.to_json(), error=InputError)
 
 
 # ------------------------------------------------------------------------------------------------- which models
@@ -146,10 +147,9 @@ class BenchResult:
 def discover(names=(), models_dir=None) -> list[ModelSpec]:
     """The models to benchmark: every .onnx file in `models_dir`, then each name (a file, a replica name or a known
     model's name, looked up in `models_dir` and facerun's search path); the built-in replicas when both are empty."""
-    from ..zoo import replicas as synthetic
-    from ..zoo.known import by_sha256, sha256_of
+    from ..zoo.card import identify
 
-    entries: list[Path | str] = []  # files, and replica names, in the order given
+    cards = []
     if models_dir is not None:
         folder = Path(models_dir)
         if not folder.is_dir():
@@ -158,69 +158,26 @@ def discover(names=(), models_dir=None) -> list[ModelSpec]:
                        and not p.name.startswith("."))
         if not found:
             raise InputError(f"no .onnx files in {folder}")
-        entries += found
-    for name in map(str, names):
-        if synthetic.is_replica(name) and not Path(name).exists():
-            entries.append(name)
-        elif Path(name).is_file():
-            entries.append(Path(name))
-        else:
-            from ..zoo.find import resolve
-
-            entries.append(resolve(name, models_dir))
+        cards += [identify(p) for p in found]
+    cards += [identify(name, models_dir) for name in map(str, names)]
     specs: list[ModelSpec] = []
-    seen: set = set()
-    for entry in entries:
-        key = entry.resolve() if isinstance(entry, Path) else entry
+    seen: set[Path] = set()
+    for card in cards:
+        key = card.path.resolve()
         if key in seen:
             continue
         seen.add(key)
-        if isinstance(entry, str):
-            specs.append(ModelSpec(entry, entry))
-            continue
-        known = by_sha256(sha256_of(entry))
-        specs.append(ModelSpec(known.name if known else entry.stem, str(entry)))
+        source = card.name if card.source == "replica" and card.label == card.name else str(card.path)
+        specs.append(ModelSpec(card.name or card.path.stem, source, card))
     if not specs:
         specs = [ModelSpec(n, n) for n in DEFAULT_REPLICAS]
     return specs
 
 
 def classify(net) -> str:
-    """"detector", "embedder" or "other": by sha256 for known models, by registry for replicas, else by graph shape
-    (a 4-D image input of a small fixed size and one 2-D output is an embedder; anything else is a detector)."""
-    from ..zoo import replicas as synthetic
-    from ..zoo.known import by_sha256
-
-    known = by_sha256(net.sha256)
-    if known is not None:
-        return known.kind
-    replica = synthetic.REPLICAS.get(net.label)
-    if replica is not None:
-        return replica.kind if replica.kind in ("detector", "embedder") else "other"
-    shape = net.input_shape
-    if len(shape) == 4 and all(d is not None and d <= 256 for d in shape[2:]):
-        prog = net.program(net.default_shape(1))
-        outs = [prog.values[vid].shape for _, vid in prog.outputs]
-        if len(outs) == 1 and len(outs[0]) == 2:
-            return "embedder"
-    return "detector"
-
-
-def input_range(net) -> tuple[float, float]:
-    """Where the model's input values live: 0..255 pixels, or pixels already normalised as (x - mean) / std."""
-    from ..zoo import replicas as synthetic
-    from ..zoo.known import by_sha256
-
-    known = by_sha256(net.sha256)
-    if known is not None:
-        means, stds = known.mean, known.std
-    else:
-        replica = synthetic.REPLICAS.get(net.label)
-        pre = getattr(replica, "preprocess", None)
-        if pre is None:
-            return 0.0, 255.0
-        means, stds = [pre.mean] * 3, [pre.std] * 3
-    return (min((0.0 - m) / s for m, s in zip(means, stds)), max((255.0 - m) / s for m, s in zip(means, stds)))
+    """"detector", "embedder" or "other", from the model's card: by sha256 for known models, by registry for
+    replicas, else by graph shape (facerun.zoo.card.recognise)."""
+    return net.card.kind
 
 
 # ----------------------------------------------------------------------------------------------------- running
@@ -264,14 +221,11 @@ def _items(outputs: dict, names: list[str], n: int, i: int) -> dict:
 
 def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance: float):
     """(max abs, min cosine, ok) over (got, want) output dicts. Embedders pass on cosine, others on max abs."""
-    diffs = [parity.compare(name, got[name], want[name]) for got, want in pairs for name in names]
+    rule = agree.EMBEDDING if kind == "embedder" else agree.Tolerance(tolerance)
+    diffs = [agree.compare(name, got[name], want[name], rule) for got, want in pairs for name in names]
     max_abs = max((d.max_abs for d in diffs), default=0.0)
     cosine = min((d.cosine for d in diffs), default=1.0)
-    if kind == "embedder":
-        ok = all(d.cosine >= MIN_COSINE for d in diffs)
-    else:
-        ok = all(d.max_abs <= parity.tolerance_for(d.range, tolerance) for d in diffs)
-    return float(max_abs), float(cosine), bool(ok)
+    return float(max_abs), float(cosine), all(d.ok for d in diffs)
 
 
 def _fmt_size(shape: tuple) -> str:
@@ -287,9 +241,8 @@ class _Case:
         self.net, self.kind, self.shape, self.settings = net, kind, shape, settings
         self.names = net.output_names
         self.sessions = sessions
-        self._range = input_range(net)
-        self._rng = np.random.default_rng(settings.seed)
-        self.x = self._rng.uniform(*self._range, size=shape).astype(np.float32)
+        self._range = net.card.input_range
+        self.x = agree.seeded_input(shape, settings.seed, self._range)
         self._xb = None
         self._refs: dict[int, dict] = {}
 
@@ -297,8 +250,8 @@ class _Case:
     def xb(self) -> np.ndarray:
         """The batch input, made on first use (16 detector inputs at 640x640 are 79 MB)."""
         if self._xb is None:
-            n = self.settings.batch
-            self._xb = self._rng.uniform(*self._range, size=(n,) + tuple(self.shape[1:])).astype(np.float32)
+            shape = (self.settings.batch,) + tuple(self.shape[1:])
+            self._xb = agree.seeded_input(shape, self.settings.seed + 1, self._range)
             self._xb[0] = self.x[0]  # item 0 of the batch is the batch-1 input, so one reference serves both
         return self._xb
 
@@ -424,7 +377,7 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         row.note = "reference"
         case._refs.setdefault(0, dict(out))
         return row
-    tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in WEBGPU_PATHS else parity.TOLERANCE
+    tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in WEBGPU_PATHS else agree.TOLERANCE
     try:
         row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch), case.names, tolerance)
     except FacerunError as e:
@@ -450,7 +403,8 @@ class Loaded:
     error: str | None = None
 
 
-def load_models(specs: list[ModelSpec], settings: Settings, on_load: Callable[[str], None] | None = None) -> list[Loaded]:
+def load_models(specs: list[ModelSpec], settings: Settings,
+                on_load: Callable[[str], None] | None = None) -> list[Loaded]:
     from ..net import load
 
     if settings.allow_software:
@@ -461,7 +415,7 @@ def load_models(specs: list[ModelSpec], settings: Settings, on_load: Callable[[s
         if on_load:
             on_load(spec.label)
         try:
-            net = load(spec.source, device="auto" if want_gpu else "cpu")
+            net = load(spec.card or spec.source, device="auto" if want_gpu else "cpu")
             net.label = spec.label
             loaded.append(Loaded(spec, net, classify(net)))
         except FacerunError as e:
@@ -559,73 +513,8 @@ def _settings_json(s: Settings) -> dict:
             "warmup": s.warmup, "budget_s": s.budget, "seed": s.seed, "allow_software": s.allow_software}
 
 
-# ---------------------------------------------------------------------------------------------- saved results
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    """Write JSON to a temporary file beside `path`, then rename: a reader never sees half a file."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot save to {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot save to {path}: {e.strerror or e}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def load_result(path) -> dict:
-    """A saved benchmark (`--save`), checked to be one."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not JSON ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or "machine" not in data:
-        raise InputError(f"{path}: not a facerun bench result (no machine and rows; save one with --save)")
-    for r in data["rows"]:
-        if not isinstance(r, dict) or not {"model", "size", "path", "batch"} <= set(r):
-            raise InputError(f"{path}: a row lacks model/size/path/batch: {str(r)[:80]}")
-    return data
-
-
-@dataclass
-class RatioRow:
-    model: str
-    size: str
-    path: str
-    batch: int
-    a_ms: float | None  # per face
-    b_ms: float | None
-    speedup: float | None  # a_ms / b_ms: above 1, B is faster
-    a_ok: bool | None
-    b_ok: bool | None
-    found_in: str = "both"  # "both", "A" or "B"
-
-
-def compare(a: dict, b: dict) -> list[RatioRow]:
-    """Rows of two saved runs matched by model, size, path and batch (in A's order, then B's extra rows)."""
-
-    def key(r):
-        return (r["model"], r["size"], r["path"], int(r["batch"]))
-
-    b_rows = {key(r): r for r in b["rows"]}
-    out = []
-    for r in a["rows"]:
-        other = b_rows.pop(key(r), None)
-        am = r.get("per_face_ms")
-        bm = other.get("per_face_ms") if other else None
-        out.append(RatioRow(*key(r), am, bm, am / bm if am and bm else None, r.get("ok"),
-                            other.get("ok") if other else None, "both" if other else "A"))
-    for k, r in b_rows.items():
-        out.append(RatioRow(*k, None, r.get("per_face_ms"), None, None, r.get("ok"), "B"))
-    return out
+__all__ = [
+    "BATCH_PATHS", "DEFAULT_PATHS", "GPU_PATHS", "PATHS", "BenchResult", "Loaded", "ModelSpec", "RatioRow", "Row",
+    "Settings", "bench_row", "classify", "compare", "discover", "judge", "load_models", "load_result", "plan_paths",
+    "run", "shapes_for", "time_runs",
+]

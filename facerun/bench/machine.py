@@ -85,7 +85,8 @@ def cpu_model() -> str:
         import subprocess
 
         try:
-            done = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5)
+            done = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                  timeout=5)
             if done.returncode == 0 and done.stdout.strip():
                 return done.stdout.strip()
         except (OSError, subprocess.SubprocessError):

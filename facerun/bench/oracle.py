@@ -18,7 +18,8 @@ def available() -> bool:
 
 
 def webgpu_available() -> str | None:
-    """None when onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin) can be used, else why not."""
+    """None when onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin) can be used, else why
+    not."""
     try:
         import onnxruntime as ort
         import onnxruntime_ep_webgpu as plugin

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import click
-from .common import fmt_bytes, out, print_json
+
+from .common import allow_software_option, fmt_bytes, out, print_json
 
 
 @click.command("adapter")
 @click.option("--json", "as_json", is_flag=True, help="Print the adapters as JSON (for scripts).")
-@click.option("--allow-software", is_flag=True,
-              help="Accept software adapters (llvmpipe/lavapipe, WARP, SwiftShader), skipped by default since the CPU path "
-                   "is faster than they are. FACERUN_ALLOW_SOFTWARE=1 does the same.")
+@allow_software_option(hidden=True)
 def command(as_json: bool, allow_software: bool):
     """List every GPU adapter of the wanted backend with its key limits, say which one facerun would use and why
-    each other one is skipped, or why none is usable.
+    each other one is skipped, or why none is usable. Software adapters (llvmpipe/lavapipe, WARP, SwiftShader) are
+    skipped, since the CPU path is faster than they are, unless `facerun --allow-software adapter`.
 
     Switches: FACERUN_GPU=off, FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off, FACERUN_GPU_ADAPTER=<name substring>."""
     from .. import gpu
     from ..errors import GpuError
 
-    if allow_software:
-        gpu.allow_software(True)
     try:
         rows = gpu.describe_adapters()
         probe_error = None
@@ -36,7 +34,8 @@ def command(as_json: bool, allow_software: bool):
         binding = min(v for v in (lim.get("max-storage-buffer-binding-size"), lim.get("max-buffer-size")) if v)
         mark = "[green]*[/]" if r["used"] else " "
         out.print(f"{mark} [bold]{r['name']}[/]  {r['backend']}, {r['type']}, {r['driver'] or r['vendor']}")
-        out.print(f"    largest binding {fmt_bytes(binding)}, workgroup memory {fmt_bytes(lim.get('max-compute-workgroup-storage-size') or 0)}, "
+        workgroup_memory = fmt_bytes(lim.get("max-compute-workgroup-storage-size") or 0)
+        out.print(f"    largest binding {fmt_bytes(binding)}, workgroup memory {workgroup_memory}, "
                   f"{lim.get('max-compute-invocations-per-workgroup')} invocations, "
                   f"{lim.get('max-compute-workgroups-per-dimension')} workgroups per dimension")
         out.print("    [green]used[/]" if r["used"] else f"    skipped: {r['skipped_because']}")

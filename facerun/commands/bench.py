@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..bench import bench
 from ..errors import InputError
-from .common import err, out, parse_size, print_json
+from ..io import check_output_file
+from .common import allow_software_option, err, finish, out, parse_size, print_json, progress_bar
 
 FAIL_MARK = "✗ FAIL"
 BUSY_WARNING = 0.25  # warn when other work used more than this share of the CPUs just before the run
@@ -45,7 +45,7 @@ def _print_table(table: Table) -> None:
               help="Seconds per row, warm-up included; a row stops early once spent, after at least 3 timed runs.")
 @click.option("--paths", "paths_text", default=",".join(bench.DEFAULT_PATHS), show_default=True,
               help=f"Comma-separated paths to time, from: {', '.join(bench.PATHS)}.")
-@click.option("--allow-software", is_flag=True, help="Accept a software GPU adapter (llvmpipe, WARP, SwiftShader).")
+@allow_software_option(hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON result here.")
 @click.option("--compare", nargs=2, type=click.Path(path_type=Path), metavar="A.json B.json",
@@ -54,8 +54,8 @@ def _print_table(table: Table) -> None:
               flag_value="10000,100000,1000000",
               help="Time brute-force face search instead: query ms over N random 512-d faces (default sizes "
                    "10000,100000,1000000).")
-def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save, compare,
-            search_sizes):
+def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
+            compare, search_sizes):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
@@ -98,12 +98,11 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
     settings.check()
     if not settings.sizes:
         raise InputError("--sizes is empty")
-    if save is not None and not (save.parent if str(save.parent) else Path(".")).is_dir():
-        raise InputError(f"--save {save}: folder {save.parent} does not exist")
+    if save is not None:
+        check_output_file(save, "--save")
     specs = bench.discover(models, models_dir)
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
+    with progress_bar("steps") as progress:
         task = progress.add_task("loading", total=None)
 
         def on_load(label):
@@ -124,7 +123,7 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
     if failed and not as_json:
         err.print(f"[red]parity fails on {len(failed)} row(s)[/]: "
                   + ", ".join(f"{r.model} {r.size} {r.path}" for r in failed))
-    raise SystemExit(1 if failed else 0)
+    finish(not failed)
 
 
 # ------------------------------------------------------------------------------------------------------ output

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import InputError
-from .index import err
+from .common import err, out
 
 
 @click.command("cluster")
@@ -61,7 +60,6 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
 
 
 def _print(result) -> None:
-    out = Console(highlight=False, soft_wrap=True)
     faces = sum(c.size for c in result.clusters) + len(result.noise)
     table = Table(title=f"{len(result.clusters)} clusters, {len(result.noise)} of {faces} faces in none",
                   title_justify="left")

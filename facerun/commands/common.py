@@ -1,17 +1,90 @@
-"""Pieces the commands share: model loading, --size parsing, output helpers."""
+"""Pieces the commands share: the consoles (data on stdout, messages on stderr), progress bars, one-line errors and
+exit codes, the --allow-software switch, --size parsing and number formats."""
 
 from __future__ import annotations
 
 import json
+from typing import NoReturn
 
 import click
-import numpy as np
 from rich.console import Console
 
 from ..errors import InputError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# exit codes: 1 is a failure the user can act on (a bad argument, an unreadable file, a parity departure)
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INTERNAL = 2  # a bug: facerun itself failed
+EXIT_INTERRUPTED = 130
+
+out = Console(highlight=False, soft_wrap=True)  # data: tables and results
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # messages, progress, warnings
+
+
+# ------------------------------------------------------------------------------------------ talking to the user
+
+
+def error_line(message, console: Console | None = None) -> None:
+    """`error: <message>` on one line of stderr (or through `console`, e.g. a live progress bar's)."""
+    (console or err).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def fail(message, code: int = EXIT_FAILED) -> NoReturn:
+    """Say what failed in one line and exit with `code`."""
+    error_line(message)
+    raise SystemExit(code)
+
+
+def finish(ok: bool) -> NoReturn:
+    """Exit 0 when everything passed, 1 when something failed (after saying what)."""
+    raise SystemExit(EXIT_OK if ok else EXIT_FAILED)
+
+
+def progress_bar(kind: str = "items", console: Console | None = None):
+    """A transient progress bar on stderr: "items" (done of total, time left), "steps" (done of total, time spent)
+    or "bytes" (size, speed, time left)."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = {
+        "items": (MofNCompleteColumn(), TimeRemainingColumn()),
+        "steps": (MofNCompleteColumn(), TimeElapsedColumn()),
+        "bytes": (DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()),
+    }[kind]
+    console = console or err
+    return Progress(TextColumn("{task.description}"), BarColumn(), *columns, console=console, transient=True,
+                    disable=not console.is_terminal)
+
+
+# ------------------------------------------------------------------------------------------------- options
+
+
+def _accept_software(ctx, param, value):
+    if value:
+        from ..gpu import allow_software
+
+        allow_software(True)
+    return value
+
+
+def allow_software_option(hidden: bool = False):
+    """--allow-software: accept a software GPU adapter. The global `facerun --allow-software` shows it; commands
+    that had their own keep it as a hidden spelling of the same switch."""
+    return click.option("--allow-software", "allow_software", is_flag=True, callback=_accept_software,
+                        hidden=hidden,
+                        help="Accept a software GPU adapter (llvmpipe/lavapipe, WARP, SwiftShader); "
+                             "FACERUN_ALLOW_SOFTWARE=1 too.")
+
+
+# ------------------------------------------------------------------------------------------------- parsing
 
 
 def parse_size(text: str | None) -> tuple[int, int] | None:
@@ -36,33 +109,12 @@ def input_shape(net, size: tuple[int, int] | None, batch: int = 1) -> tuple[int,
     return tuple(shape)
 
 
-def sample_input(net, shape, seed: int = 0) -> np.ndarray:
-    """A seeded input in the range the model expects: 0..255 pixels for detectors and in-graph-normalised models,
-    roughly unit-range values for embedders that expect normalised input."""
-    rng = np.random.default_rng(seed)
-    lo, hi = input_range(net)
-    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+def sample_input(net, shape, seed: int = 0):
+    """A seeded input in the range the model expects (its card's: 0..255 pixels for detectors and in-graph-normalised
+    models, the normalised range for embedders that expect normalised input)."""
+    from ..agree import seeded_input
 
-
-def input_range(net) -> tuple[float, float]:
-    try:
-        from ..zoo.known import by_sha256
-
-        k = by_sha256(net.sha256)
-    except ImportError:
-        k = None
-    if k is not None and k.kind == "embedder":
-        lo = min((0 - m) / s for m, s in zip(k.mean, k.std))
-        hi = max((255 - m) / s for m, s in zip(k.mean, k.std))
-        return lo, hi
-    from ..zoo import replicas as synthetic
-
-    r = synthetic.REPLICAS.get(net.label)
-    pre = getattr(r, "preprocess", None)
-    if r is not None and r.kind == "embedder" and pre is not None:
-        mean, std = np.broadcast_to(pre.mean, 3), np.broadcast_to(pre.std, 3)
-        return float(((0 - mean) / std).min()), float(((255 - mean) / std).max())
-    return 0.0, 255.0
+    return seeded_input(shape, seed, net.card.input_range)
 
 
 def print_json(obj) -> None:

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from ..errors import ImageError
 from ..zoo.known import KNOWN
+from .common import err, out
 from .embed import embedder_options, make_detector, make_embedder
 
 
@@ -55,7 +55,6 @@ def command(a, b, model, device, detector_model, input_size, mean, std, bgr, thr
     photos = [(path, load_image(path)) for path in (a, b)]
     embedder = make_embedder(model, device, input_size, mean, std, bgr, threshold)
     detector = make_detector(detector_model, device)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if embedder.note:
         err.print(f"note: {embedder.note}", markup=False)
 
@@ -74,7 +73,6 @@ def command(a, b, model, device, detector_model, input_size, mean, std, bgr, thr
         click.echo(json.dumps({"a": str(a), "b": str(b), "model": embedder.name, "cosine": round(cos, 6),
                                "threshold": limit, "same": same}, indent=2))
         return
-    out = Console(highlight=False, soft_wrap=True)
     if same is None:
         verdict = f"no threshold known for {embedder.name}; pass --threshold for a verdict"
     else:

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
-from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..errors import FacerunError, ImageError, InputError
+from ..face.detect import DEFAULT_MAX_SIDE, Detector
+from ..io import atomic_write, check_output_file, check_output_folder
+from .common import err, error_line, finish, out, progress_bar
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
 
@@ -51,11 +48,6 @@ def make_detector(model, device, score, nms, top_k, max_side) -> Detector:
     return Detector(model=model, device=device, score=score, nms=nms, top_k=top_k, max_side=max_side)
 
 
-def progress_bar(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=console, transient=True)
-
-
 @click.command("detect")
 @click.argument("images", nargs=-1, required=True, type=click.Path(path_type=Path))
 @detector_options
@@ -77,12 +69,10 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
     draw_target = _draw_target(draw_to, len(paths)) if draw_to else None
     detector = make_detector(model, device, score, nms, top_k, max_side)
 
-    out = Console()
-    err = Console(stderr=True)
     failed = False
     results = []
     used_names: set[str] = set()
-    progress = progress_bar(err) if len(paths) > 1 else None
+    progress = progress_bar() if len(paths) > 1 else None
     # with the bar live on a terminal, tables go through the bar's console so they print above it
     tables = progress.console if progress is not None and out.is_terminal and err.is_terminal else out
     with progress if progress is not None else contextlib.nullcontext():
@@ -109,14 +99,14 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
                     tables.print(_table(result))
             except FacerunError as e:
                 failed = True
-                err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+                error_line(e, progress.console if progress is not None else err)
             if progress is not None:
                 progress.advance(task)
 
     if as_json:
         click.echo(json.dumps(results, indent=2))
     if failed:
-        sys.exit(1)
+        finish(False)
 
 
 def _table(result: dict):
@@ -143,17 +133,11 @@ def _draw_target(draw_to: Path, count: int) -> Path:
     if count > 1 or draw_to.is_dir():
         if draw_to.exists() and not draw_to.is_dir():
             raise InputError(f"--draw {draw_to}: several images need a folder, and this is a file")
-        try:
-            draw_to.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"--draw {draw_to}: cannot create folder ({e.strerror or e})") from None
-        return draw_to
+        return check_output_folder(draw_to, "--draw")
     if draw_to.suffix.lower() not in DRAW_FORMATS:
         raise InputError(f"--draw {draw_to}: unknown image type '{draw_to.suffix}' "
                          f"(use {', '.join(DRAW_FORMATS)})")
-    if not draw_to.parent.is_dir():
-        raise InputError(f"--draw {draw_to}: folder {draw_to.parent} does not exist")
-    return draw_to
+    return check_output_file(draw_to, "--draw")
 
 
 def _draw_path(target: Path, image: Path, used: set[str]) -> Path:
@@ -174,12 +158,5 @@ def _write_drawing(rgb, faces, path: Path) -> None:
     picture = draw_faces(rgb, faces)
     if picture.mode != "RGB":
         picture = picture.convert("RGB")
-    # write next to the target, then rename: a failed write never leaves a partial file under the real name
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            picture.save(handle, format=DRAW_FORMATS.get(path.suffix.lower(), "PNG"))
-        os.replace(temp, path)
-    except OSError as e:
-        Path(temp).unlink(missing_ok=True)
-        raise ImageError(f"{path}: cannot write drawing ({e.strerror or e})") from None
+    image_format = DRAW_FORMATS.get(path.suffix.lower(), "PNG")
+    atomic_write(path, lambda handle: picture.save(handle, format=image_format), error=ImageError)

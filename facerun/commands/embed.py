@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
-import tempfile
 from pathlib import Path
 
 import click
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..errors import FacerunError, InputError
+from ..io import check_output_file, jsonl_writer, npy_writer, write_together
+from .common import err, error_line, finish, out, progress_bar
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -88,13 +86,12 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     embedder = make_embedder(model, device, input_size, mean, std, bgr)
     detector = make_detector(detector_model, device)
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if embedder.note:
         err.print(f"note: {embedder.note}", markup=False)
     failed: list[str] = []
     faceless: list[str] = []
     timing = Timing()
-    progress = _progress_bar(err) if len(paths) > 1 else None
+    progress = progress_bar() if len(paths) > 1 else None
     with progress if progress is not None else contextlib.nullcontext():
         task = progress.add_task("embedding", total=len(paths)) if progress is not None else None
         say = progress.console if progress is not None else err
@@ -102,7 +99,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
         def on_image(label, found, error):
             if error is not None:
                 failed.append(label)
-                say.print(f"error: {error}", markup=False)
+                error_line(error, say)
             elif found == 0:
                 faceless.append(label)
                 say.print(f"no face: {label}", markup=False)
@@ -115,7 +112,6 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     written = None
     if outputs is not None and timing.images > 0:
         written = _write(outputs, records, embedder)
-    out = Console(highlight=False, soft_wrap=True)
     if as_json:
         click.echo(json.dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
     elif outputs is None:
@@ -127,7 +123,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     elif outputs is not None:
         summary_console.print(f"nothing written to {outputs[0]}: no image could be read", markup=False)
     if failed:
-        sys.exit(1)
+        finish(False)
 
 
 # -------------------------------------------------------------------------------------------------- output
@@ -139,64 +135,23 @@ def _plan_outputs(out_path: Path) -> list[Path]:
     if suffix not in OUT_KINDS:
         raise InputError(f"--out {out_path}: use a .npy file (vectors, plus a .jsonl index beside it) or a .jsonl "
                          "file")
-    if out_path.is_dir():
-        raise InputError(f"--out {out_path}: is a folder")
-    if not out_path.parent.is_dir():
-        raise InputError(f"--out {out_path}: folder {out_path.parent} does not exist")
+    check_output_file(out_path, "--out")
     if suffix == ".npy":
         return [out_path, out_path.with_suffix(".jsonl")]
     return [out_path]
 
 
 def _write(outputs: list[Path], records, embedder) -> list[Path]:
-    """Write every output to a temporary file beside it, then rename them all into place, so a failure (a full
-    disk, an interrupt) leaves the old files or nothing, never a partial one."""
+    """Write the vectors (and their index) together: a failure leaves the old files or nothing, never a part."""
     model = embedder.name
     if outputs[0].suffix.lower() == ".npy":
         dim = records[0].embedding.size if records else embedder.dim
         vectors = np.stack([r.embedding for r in records]) if records else np.zeros((0, dim))
         index = [{**r.to_dict(model=model, with_embedding=False), "row": row} for row, r in enumerate(records)]
-        writers = [lambda f: np.save(f, vectors.astype(np.float32)), lambda f: _write_lines(f, index)]
+        writers = [npy_writer(vectors.astype(np.float32)), jsonl_writer(index)]
     else:
-        writers = [lambda f: _write_lines(f, [r.to_dict(model=model) for r in records])]
-    temps: list[tuple[str, Path]] = []
-    try:
-        for target, write in zip(outputs, writers):
-            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-            temps.append((temp, target))
-            with os.fdopen(fd, "wb") as handle:
-                write(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-        mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; give them the usual permissions
-        for temp, target in temps:
-            os.chmod(temp, mode)
-            os.replace(temp, target)
-    except BaseException as e:
-        for temp, _ in temps:
-            Path(temp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise FacerunError(f"cannot write {outputs[0]}: {e.strerror or e}") from None
-        raise
-    return outputs
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
-def _write_lines(handle, rows: list[dict]) -> None:
-    for row in rows:
-        handle.write((json.dumps(row) + "\n").encode())
-
-
-def _progress_bar(console: Console):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=console, transient=True)
+        writers = [jsonl_writer([r.to_dict(model=model) for r in records])]
+    return write_together(list(zip(outputs, writers)), error=FacerunError)
 
 
 def _faces_table(records) -> Table | Text:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import ImageError
-from .detect import detector_options, make_detector, progress_bar
+from .common import out, progress_bar
+from .detect import detector_options, make_detector
 
 
 @click.command("evaluate")
@@ -45,7 +45,7 @@ def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_
 
     detections = []
     start = time.perf_counter()
-    with progress_bar(Console(stderr=True)) as progress:
+    with progress_bar() as progress:
         task = progress.add_task("evaluating", total=len(ground_truth))
         for entry in ground_truth:
             faces = detector.detect(load_image(images_dir / entry.name))
@@ -74,7 +74,6 @@ def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_
                   f"{report['precision']:.4f}")
     for bucket, part in report["by_size"].items():
         table.add_row(bucket, str(part["gt_faces"]), f"{part['ap']:.4f}", f"{part['recall']:.4f}", "")
-    console = Console()
-    console.print(table)
-    console.print("sizes: sqrt(w*h) of the GT box; small < 32 px, medium 32-96, large > 96; IoU >= 0.5",
+    out.print(table)
+    out.print("sizes: sqrt(w*h) of the GT box; small < 32 px, medium 32-96, large > 96; IoU >= 0.5",
                   style="dim")

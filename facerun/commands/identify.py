@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import InputError
+from .common import err, error_line, finish, out, progress_bar
 from .embed import embedder_options, make_detector
-from .index import embedder_for, err, progress_bar
+from .index import embedder_for
 
 
 @click.command("identify")
@@ -63,10 +63,10 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
     detector = make_detector(detector_model, device)
 
     failed: list[str] = []
-    bar = progress_bar(err, "identifying") if err.is_terminal else None
+    bar = progress_bar() if err.is_terminal else None
     with bar if bar is not None else contextlib.nullcontext():
         gallery, skipped = build_gallery(embedder, detector, known_dir=known_dir, known_db=known_db, batch=batch)
-        for path, reason in skipped:
+        for _, reason in skipped:
             err.print(f"note: known photo skipped: {reason}", markup=False)
         task = bar.add_task("identifying", total=len(paths)) if bar is not None else None
 
@@ -76,7 +76,7 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
 
         def on_error(message):
             failed.append(message)
-            (bar.console if bar is not None else err).print(f"error: {message}", markup=False)
+            error_line(message, bar.console if bar is not None else err)
 
         rows = list(identify_photos(gallery, paths, embedder, detector, limit, batch=batch, progress=advance,
                                     on_error=on_error))
@@ -93,11 +93,10 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
     else:
         _print_table(rows)
     if failed:
-        sys.exit(1)
+        finish(False)
 
 
 def _print_table(rows) -> None:
-    out = Console(highlight=False, soft_wrap=True)
     if not rows:
         out.print("no faces found")
         return

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
+from .common import err, error_line, finish, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
-
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def progress_bar(console: Console, what: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
-                    transient=True)
 
 
 def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr, threshold=None):
@@ -63,7 +53,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         embedder = embedder_for(index.stored_model(), model, device, input_size, mean, std, bgr)
         index.check_embedder(embedder)  # before the detector loads: a wrong model fails at once
         detector = make_detector(detector_model, device)
-        bar = progress_bar(err, "indexing") if err.is_terminal else None
+        bar = progress_bar() if err.is_terminal else None
         task = None
 
         def on_plan(todo, skipped):
@@ -80,8 +70,8 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
                                   commit_every=commit_every, wait=wait, prune=not keep_missing,
                                   progress=on_photo, on_plan=on_plan)
         totals = index.counts()
-    for path, error in report.failed:
-        err.print(f"error: {error}", markup=False)
+    for _, error in report.failed:
+        error_line(error)
     if as_json:
         click.echo(json.dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
                                "photos_total": totals["photos"], "faces_total": totals["faces"]}, indent=2))
@@ -93,4 +83,4 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         click.echo(f"{db_path}: {totals['photos']} photos, {totals['faces']} faces ({embedder.name}, "
                    f"{embedder.dim}-d, {embedder.device})")
     if report.failed:
-        sys.exit(1)
+        finish(False)

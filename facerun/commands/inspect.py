@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from .. import program as P
@@ -36,6 +37,24 @@ def _notes(st: P.Step) -> str:
     return " ".join(bits)
 
 
+def _folded_kind(entry: str) -> str:
+    """"Conv folded ...", "Relu fused ..." -> "Conv folded", "Relu fused"; anything else was evaluated."""
+    how = "folded" if "folded" in entry else "fused" if "fused" in entry else "evaluated"
+    return f"{entry.split(' ', 1)[0]} {how}"
+
+
+def _describe_card(card) -> str:
+    """"embedder, arcface-style, known as mobilefacenet; 112x112 RGB (x-127.5)/127.5; threshold 0.35"."""
+    origin = {"known": f"known as {card.name}", "replica": f"replica {card.name}",
+              "sidecar": f"described by {card.sidecar}", "graph": "recognised by its graph",
+              "given": "described by the caller"}.get(card.source, card.source)
+    parts = [", ".join(p for p in (card.kind, card.family, origin) if p)]
+    parts.append(card.preprocess.describe() if card.preprocess is not None else "pre-processing unknown")
+    if card.threshold is not None:
+        parts.append(f"threshold {card.threshold:g}")
+    return "; ".join(parts)
+
+
 @click.command("inspect")
 @click.argument("model")
 @click.option("--size", help="Input width x height for image models, e.g. 640x480 (default: the file's own size).")
@@ -65,7 +84,7 @@ def command(model, size, batch, as_json, all_folded):
                 "frees": len(st.frees),
             }
         )
-    folded_kinds = Counter(f.split(" ", 1)[0] + (" folded" if "folded" in f else " fused" if "fused" in f else " evaluated") for f in prog.folded)
+    folded_kinds = Counter(_folded_kind(f) for f in prog.folded)
     totals = {
         "parameters": prog.parameters,
         "macs": prog.macs,
@@ -78,6 +97,7 @@ def command(model, size, batch, as_json, all_folded):
             {
                 "model": net.label,
                 "sha256": net.sha256,
+                "card": net.card.as_dict(),
                 "input": list(shape),
                 "outputs": [{"name": n, "shape": list(prog.shape(v))} for n, v in prog.outputs],
                 "totals": totals,
@@ -87,16 +107,19 @@ def command(model, size, batch, as_json, all_folded):
         )
         return
     t = Table(title=f"{net.label}  input {list(shape)}", header_style="bold")
-    for col, j in (("#", "right"), ("op", "left"), ("node", "left"), ("output", "left"), ("MACs", "right"), ("", "left")):
+    for col, j in (("#", "right"), ("op", "left"), ("node", "left"), ("output", "left"), ("MACs", "right"),
+                   ("", "left")):
         t.add_column(col, justify=j)
     for r in rows:
-        t.add_row(str(r["step"]), r["op"], r["node"][:40], "x".join(map(str, r["shape"])), fmt_count(r["macs"]) if r["macs"] else "", r["notes"])
+        macs = fmt_count(r["macs"]) if r["macs"] else ""
+        t.add_row(str(r["step"]), r["op"], r["node"][:40], "x".join(map(str, r["shape"])), macs, r["notes"])
     out.print(t)
     out.print(
         f"[bold]parameters[/] {fmt_count(totals['parameters'])}   [bold]MACs[/] {fmt_count(totals['macs'])}   "
         f"[bold]peak activations[/] {fmt_bytes(totals['peak_activation_bytes'])}   [bold]steps[/] {totals['steps']}"
     )
     out.print("[bold]outputs[/] " + ", ".join(f"{n} {'x'.join(map(str, prog.shape(v)))}" for n, v in prog.outputs))
+    out.print("[bold]card[/] " + escape(_describe_card(net.card)))
     if prog.folded:
         out.print("[bold]folded[/] " + ", ".join(f"{n} {k}" for k, n in sorted(folded_kinds.items())))
         if all_folded:

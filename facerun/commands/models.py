@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from ..zoo import find as model_store
 from ..errors import ModelError
+from ..zoo import find
 from ..zoo.known import KNOWN, by_name
+from .common import err, error_line, out, progress_bar
 
 _MODELS_HELP = "Look in DIR first (before $FACERUN_MODELS and the cache folder)."
 
@@ -22,10 +21,6 @@ def _models_dir(ctx: click.Context, given: str | None) -> str | None:
         return given
     parent = ctx.parent
     return parent.params.get("models_dir") if parent is not None else None
-
-
-def _stderr() -> Console:
-    return Console(stderr=True)
 
 
 def _short(sha: str | None) -> str:
@@ -39,10 +34,10 @@ def _inventory(models_dir) -> dict:
     """What `list` reports: the search folders, each known model's state, and the other .onnx files found."""
     dirs = [
         {"path": str(path), "from": source, "exists": path.is_dir()}
-        for path, source in model_store.search_dirs_with_sources(models_dir)
+        for path, source in find.search_dirs_with_sources(models_dir)
     ]
-    with _stderr().status("hashing model files…"):
-        found = model_store.scan(models_dir)
+    with err.status("hashing model files…"):
+        found = find.scan(models_dir)
     models = []
     for model in KNOWN:
         by_content = next((f for f in found if f.known is model), None)
@@ -69,7 +64,6 @@ def _inventory(models_dir) -> dict:
 
 
 def _print_inventory(report: dict) -> None:
-    console = Console()
     where = Table(title="Where facerun looks for models (in order)", title_justify="left")
     where.add_column("#", justify="right")
     where.add_column("folder", overflow="fold")
@@ -77,7 +71,7 @@ def _print_inventory(report: dict) -> None:
     where.add_column("exists")
     for i, d in enumerate(report["search_dirs"], 1):
         where.add_row(str(i), d["path"], d["from"], "yes" if d["exists"] else "[dim]no[/dim]")
-    console.print(where)
+    out.print(where)
 
     known = Table(title="Known models", title_justify="left")
     for column in ("name", "kind", "state", "sha256", "path"):
@@ -89,7 +83,7 @@ def _print_inventory(report: dict) -> None:
             state = "present"
             sha = "[green]ok[/green]" if m["sha256_ok"] else "[red]MISMATCH[/red]"
         known.add_row(m["name"], m["kind"], state, sha, m["path"] or f"[dim]facerun models fetch {m['name']}[/dim]")
-    console.print(known)
+    out.print(known)
 
     if report["other_files"]:
         other = Table(title="Other .onnx files (not in the known table)", title_justify="left")
@@ -98,7 +92,7 @@ def _print_inventory(report: dict) -> None:
         other.add_column("sha256")
         for f in report["other_files"]:
             other.add_row(f["path"], f"{f['size']:,}", _short(f["sha256"]))
-        console.print(other)
+        out.print(other)
 
 
 @click.command(name="list")
@@ -138,8 +132,8 @@ def verify_command(ctx, models_dir, as_json):
     the command then exits with status 1.
     """
     models_dir = _models_dir(ctx, models_dir)
-    with _stderr().status("hashing model files…"):
-        found = model_store.scan(models_dir)
+    with err.status("hashing model files…"):
+        found = find.scan(models_dir)
     rows = []
     for f in found:
         status, identified = _verdict(f)
@@ -149,7 +143,7 @@ def verify_command(ctx, models_dir, as_json):
     if as_json:
         click.echo(json.dumps({"files": rows, "mismatches": len(mismatches)}, indent=2))
     elif not rows:
-        dirs = ", ".join(str(d) for d in model_store.search_dirs(models_dir))
+        dirs = ", ".join(str(d) for d in find.search_dirs(models_dir))
         click.echo(f"no .onnx files in {dirs}")
     else:
         table = Table(title="Model files", title_justify="left")
@@ -159,10 +153,10 @@ def verify_command(ctx, models_dir, as_json):
         for r in rows:
             status = f"[{colours[r['status']]}]{r['status']}[/]"
             table.add_row(r["path"], f"{r['size']:,}", _short(r["sha256"]), r["model"] or "-", status)
-        Console().print(table)
+        out.print(table)
     if mismatches:
         names = ", ".join(r["path"] for r in mismatches)
-        click.echo(f"error: {len(mismatches)} file(s) do not hold the model their name says: {names}", err=True)
+        error_line(f"{len(mismatches)} file(s) do not hold the model their name says: {names}")
         ctx.exit(1)
 
 
@@ -189,20 +183,13 @@ def fetch_command(name, url, dest, timeout):
     model = by_name(name)
     if model is None:
         raise ModelError(f"unknown model '{name}'; known: {', '.join(m.name for m in KNOWN)}")
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=_stderr(), transient=True) as bar:
+    with progress_bar("bytes") as bar:
         task = bar.add_task(model.name, total=model.size)
 
         def on_progress(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=total)
 
-        path = model_store.fetch(model.name, dest_dir=dest, url=url, progress=on_progress, timeout=timeout)
+        path = find.fetch(model.name, dest_dir=dest, url=url, progress=on_progress, timeout=timeout)
     click.echo(f"{model.name}: {path} (sha256 ok)", err=True)
     click.echo(str(path))
 
@@ -213,7 +200,7 @@ def fetch_command(name, url, dest, timeout):
 @click.command(name="path")
 def path_command():
     """Print the cache folder that `facerun models fetch` saves into (set $FACERUN_CACHE to move it)."""
-    click.echo(str(model_store.models_cache_dir()))
+    click.echo(str(find.models_cache_dir()))
 
 
 # ------------------------------------------------------------------------------------------------------ group

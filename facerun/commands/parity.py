@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from ..errors import FacerunError
-from .common import input_shape, out, parse_size, print_json, sample_input
+from .common import allow_software_option, finish, input_shape, out, parse_size, print_json, sample_input
 
 
 @click.command("parity")
@@ -19,7 +19,7 @@ from .common import input_shape, out, parse_size, print_json, sample_input
               help="The reference (default: onnxruntime for --device cpu, the CPU interpreter for --device gpu).")
 @click.option("--steps", is_flag=True, help="Also find the first step whose value departs beyond tolerance.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random input.")
-@click.option("--allow-software", is_flag=True, help="Accept a software GPU adapter (llvmpipe, WARP, SwiftShader).")
+@allow_software_option(hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def command(model, size, batch, device, against, steps, seed, allow_software, as_json):
     """Compare facerun's output for MODEL with a reference on a seeded random input: per output the max abs diff,
@@ -28,16 +28,12 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
     departs.
 
     MODEL is an .onnx file or a built-in replica name."""
-    from .. import agree as parity
+    from .. import agree
     from ..net import load
 
     against = against or ("onnxruntime" if device == "cpu" else "cpu")
     if device == "cpu" and against == "cpu":
         raise FacerunError("--device cpu --against cpu compares the interpreter with itself; pick onnxruntime")
-    if device == "gpu" and allow_software:
-        from ..gpu import allow_software as allow
-
-        allow(True)
     net = load(model, device="gpu" if device == "gpu" else "cpu")
     shape = input_shape(net, parse_size(size), batch)
     net.program(shape)  # a shape the model cannot take fails here, with facerun's message
@@ -51,22 +47,23 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
     else:
         reference = net.run_cpu(x)
     got = net.run(x) if device == "gpu" else net.run_cpu(x)
-    tol = parity.GPU_TOLERANCE if device == "gpu" else parity.TOLERANCE
-    diffs = [parity.compare(name, got[name], reference[name], tol) for name in net.output_names]
+    tol = agree.GPU if device == "gpu" else agree.ONNXRUNTIME
+    diffs = [agree.compare(name, got[name], reference[name], tol) for name in net.output_names]
     ok = all(d.ok for d in diffs)
 
     first = None
     compared = 0
     if steps:
         if device == "gpu":
-            first, compared = parity.first_departing_gpu_step(net, x)
+            first, compared = agree.first_departing_gpu_step(net, x)
         else:
             from ..bench import oracle
 
             def reference_steps(names):
-                return oracle.run(oracle.session(net.path, extra_outputs=[n for n in names if n not in net.output_names]), {net.input_name: x})
+                extra = [n for n in names if n not in net.output_names]
+                return oracle.run(oracle.session(net.path, extra_outputs=extra), {net.input_name: x})
 
-            first, compared = parity.first_departing_step(net, x, reference_steps)
+            first, compared = agree.first_departing_step(net, x, reference_steps)
         ok = ok and first is None
 
     result = {
@@ -98,4 +95,4 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
                 out.print(f"[red]first departing step[/]: #{first.index} {first.op} '{first.node}' -> {first.value}: "
                           f"max abs {first.diff.max_abs:.3g} (range {first.diff.range:.3g})")
         out.print("[green]ok[/]" if ok else "[red]parity fails[/]")
-    raise SystemExit(0 if ok else 1)
+    finish(ok)

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import InputError
-from .index import err
+from .common import err, out
 
 
 @click.command("search")
@@ -50,7 +49,7 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
     for rank, m in enumerate(matches, start=1):
         mark = "" if limit is None or m.cosine >= limit else " (below threshold)"
         table.add_row(str(rank), f"{m.cosine:.3f}", m.image + mark, ",".join(f"{v:.0f}" for v in m.box))
-    Console(highlight=False, soft_wrap=True).print(table)
+    out.print(table)
 
 
 def print_bench(rows, as_json: bool) -> None:
@@ -64,4 +63,4 @@ def print_bench(rows, as_json: bool) -> None:
     for r in rows:
         table.add_row(f"{r['faces']:,}", str(r["dim"]), f"{r['matrix_mb']:.0f} MiB", f"{r['median_ms']:.2f} ms",
                       f"{r['p90_ms']:.2f} ms", f"{r['product_ms']:.2f} ms")
-    Console(highlight=False, soft_wrap=True).print(table)
+    out.print(table)

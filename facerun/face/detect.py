@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import yunet
 from ..errors import InputError
+from . import yunet
 from .images import load_image
 
 # YuNet draws boxes as exp(size) * stride around its anchors, and it was trained on 640x640 crops, so a face much
@@ -54,8 +54,9 @@ class Detector:
         self.nms_threshold = float(nms)
         self.top_k = int(top_k)
         self.max_side = int(max_side)
-        self.model_path = _resolve_model(model)
-        self.net = _load_net(self.model_path, device)
+        self.card = _card(model)
+        self.model_path = self.card.path
+        self.net = _load_net(self.card, device)
         self.generation = yunet.model_generation(self.net.output_names)
 
     @property
@@ -103,15 +104,15 @@ def _checked_rgb(image) -> np.ndarray:
     return array
 
 
-def _resolve_model(model) -> Path:
-    from ..zoo import find as models
-    from ..net import resolve_model_path
+def _card(model):
+    from ..zoo.card import identify
+    from ..zoo.find import default_detector
 
     # a path, a built-in replica (yunet-arch) or a known model's name
-    return models.default_detector() if model is None else resolve_model_path(model)[0]
+    return identify(default_detector() if model is None else model)
 
 
-def _load_net(path: Path, device: str):
+def _load_net(card, device: str):
     import facerun
 
-    return facerun.load(str(path), device=device)
+    return facerun.load(card, device=device)

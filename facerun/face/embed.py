@@ -1,25 +1,25 @@
 """Face embeddings: detect, align to the ArcFace template, run an embedder, L2-normalise; cosine matching.
 
 An embedder is only useful with the pre-processing it was trained with (channel order, input size, mean and std),
-and an ONNX file does not say what that is. So facerun takes it from what it knows: a known model (by the file's
-sha256, from facerun/known.py), a built-in replica (from its registry), a JSON sidecar next to the file, or values
-the caller gives. A file with none of these is refused rather than run with a guess, since a wrong guess gives
-plausible-looking but meaningless vectors.
+and an ONNX file does not say what that is. So facerun takes it from the model's card (facerun.zoo.card): a known
+model (by the file's sha256), a built-in replica, a JSON sidecar next to the file, or values the caller gives. A
+file with none of these is refused rather than run with a guess, since a wrong guess gives plausible-looking but
+meaningless vectors.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
-from . import align
 from ..errors import FacerunError, ImageError, InputError, ModelError
+from ..zoo.card import Preprocess, parse_input_size
+from . import align
 
 log = logging.getLogger("facerun")
 
@@ -27,94 +27,16 @@ log = logging.getLogger("facerun")
 DEFAULT_EMBEDDERS = ("sface-2021dec", "auraface-v1", "mobilefacenet")
 DEFAULT_BATCH = 16
 
-DESCRIBE_HINT = "--input-size 112x112 --mean 127.5 --std 127.5 [--bgr]"
-
 
 # ------------------------------------------------------------------------------------------- pre-processing
 
 
 @dataclass(frozen=True)
-class Preprocessing:
-    """How aligned RGB uint8 crops become the model's input: (x - mean) / std per channel, in `bgr` order if set."""
+class Preprocessing(Preprocess):
+    """An embedder's pre-processing (facerun.zoo.card.Preprocess) with where it comes from and its threshold."""
 
-    input_size: tuple[int, int]  # (w, h)
-    mean: tuple[float, float, float]  # in the model's channel order, on the 0..255 scale
-    std: tuple[float, float, float]
-    bgr: bool = False
     source: str = "known"  # known | replica | sidecar | given
     threshold: float | None = None  # cosine match threshold, when the source gives one
-
-    def describe(self) -> str:
-        def triple(v):
-            return f"{v[0]:g}" if len(set(v)) == 1 else "(" + ",".join(f"{x:g}" for x in v) + ")"
-
-        w, h = self.input_size
-        return f"{w}x{h} {'BGR' if self.bgr else 'RGB'} (x-{triple(self.mean)})/{triple(self.std)}"
-
-    def apply(self, faces: np.ndarray) -> np.ndarray:
-        """N x h x w x 3 uint8 RGB -> N x 3 x h x w float32 model input."""
-        x = faces[..., ::-1] if self.bgr else faces
-        x = (x.astype(np.float32) - np.float32(self.mean)) / np.float32(self.std)
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-
-
-def _triple(value, what: str) -> tuple[float, float, float]:
-    if isinstance(value, str):
-        parts = [p for p in value.replace(",", " ").split() if p]
-        try:
-            values = [float(p) for p in parts]
-        except ValueError:
-            raise InputError(f"{what} must be a number or three numbers (r,g,b), got '{value}'") from None
-    elif isinstance(value, (int, float, np.floating, np.integer)):
-        values = [float(value)]
-    else:
-        try:
-            values = [float(v) for v in value]
-        except (TypeError, ValueError):
-            raise InputError(f"{what} must be a number or three numbers, got {value!r}") from None
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3 or not all(np.isfinite(values)):
-        raise InputError(f"{what} must be a number or three numbers (one per channel), got {value!r}")
-    return tuple(values)  # type: ignore[return-value]
-
-
-def parse_input_size(value) -> tuple[int, int]:
-    """'112x112', 112 or (w, h) -> (w, h)."""
-    try:
-        if isinstance(value, str):
-            parts = value.lower().replace("*", "x").split("x")
-            w, h = (int(p) for p in parts) if len(parts) == 2 else (int(parts[0]),) * 2
-        elif isinstance(value, (int, np.integer)):
-            w = h = int(value)
-        else:
-            w, h = (int(v) for v in value)
-    except (TypeError, ValueError):
-        raise InputError(f"input size must look like 112x112 (width x height), got {value!r}") from None
-    if w <= 0 or h <= 0:
-        raise InputError(f"input size must be positive, got {value!r}")
-    return w, h
-
-
-def sidecar_paths(model_path: Path) -> list[Path]:
-    """Where a description of an unknown model may sit: model.json, then model.onnx.json."""
-    return [model_path.with_suffix(".json"), model_path.with_name(model_path.name + ".json")]
-
-
-def _read_sidecar(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise ModelError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    except json.JSONDecodeError as e:
-        raise ModelError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(data, dict):
-        raise ModelError(f"{path}: expected a JSON object with input_size, mean, std and bgr")
-    unknown = set(data) - {"input_size", "mean", "std", "bgr", "rgb", "threshold", "name", "notes"}
-    if unknown:
-        raise ModelError(f"{path}: unknown keys {', '.join(sorted(unknown))} (use input_size, mean, std, bgr, "
-                         "threshold)")
-    return data
 
 
 # -------------------------------------------------------------------------------------------------- records
@@ -170,23 +92,25 @@ class Embedder:
 
     def __init__(self, model=None, device: str = "auto", input_size=None, mean=None, std=None, bgr=None,
                  threshold: float | None = None, models_dir=None):
-        path, label, replica = _resolve(model, models_dir)
-        self.path = path
-        self.net = _load_net(path, device)
-        self.requested_device = device
-        self.known = None
-        if replica is None:
-            from ..zoo.known import by_sha256
+        from ..zoo.card import embedder_card, identify
 
-            self.known = by_sha256(self.net.sha256)
-        self.name = self.known.name if self.known is not None else label
-        self._check_is_embedder(replica)
+        self.net = _load_net(identify(model if model is not None else default_embedder(models_dir), models_dir),
+                             device)
+        card = self.net.card
+        self.path = card.path
+        self.requested_device = device
+        self.known = card.known
+        self.name = card.display_name
+        self._check_is_embedder(card)
         given = {k: v for k, v in (("input_size", input_size), ("mean", mean), ("std", std), ("bgr", bgr))
                  if v is not None}
-        self.preprocessing = self._preprocessing(replica, given)
+        self.card = embedder_card(card, given, self._declared_size())
+        pre = self.card.preprocess
+        self.preprocessing = Preprocessing(pre.input_size, pre.mean, pre.std, pre.bgr, source=self.card.source,
+                                           threshold=self.card.threshold)
         self.note: str | None = None
         if self.preprocessing.source in ("given", "sidecar"):
-            origin = "as given" if self.preprocessing.source == "given" else f"from {self._sidecar}"
+            origin = "as given" if self.preprocessing.source == "given" else f"from {self.card.sidecar}"
             self.note = (f"{self.path.name} is not a model facerun knows; using the pre-processing {origin}: "
                          f"{self.preprocessing.describe()}")
             log.info(self.note)
@@ -216,85 +140,20 @@ class Embedder:
             self._dim = int(np.prod(shape[1:]))
         return self._dim
 
-    def _check_is_embedder(self, replica) -> None:
-        kind = replica.kind if replica is not None else (self.known.kind if self.known is not None else None)
-        if kind is not None and kind != "embedder":
-            raise ModelError(f"{self.name} is a face {kind}, not an embedder; pass an embedder with --model "
+    def _check_is_embedder(self, card) -> None:
+        if card.source in ("known", "replica") and card.kind != "embedder":
+            what = "a face detector" if card.kind == "detector" else "a test graph"
+            raise ModelError(f"{self.name} is {what}, not an embedder; pass an embedder with --model "
                              f"({', '.join(DEFAULT_EMBEDDERS)})")
         shape = self.net.input_shape
         if len(shape) != 4 or shape[1] not in (None, 3):
             raise ModelError(f"{self.name} takes input {list(shape)}; an embedder takes N x 3 x H x W images")
-
-    def _preprocessing(self, replica, given: dict) -> Preprocessing:
-        self._sidecar: Path | None = None
-        base: dict | None = None
-        if self.known is not None:
-            k = self.known
-            base = dict(input_size=k.input_size, mean=k.mean, std=k.std, bgr=not k.rgb, source="known",
-                        threshold=k.threshold)
-        elif replica is not None and replica.preprocess is not None:
-            p = replica.preprocess
-            w, h = replica.input_shape[3], replica.input_shape[2]
-            base = dict(input_size=(w, h), mean=p.mean, std=p.std, bgr=p.color.upper() == "BGR", source="replica",
-                        threshold=None)  # random weights: no threshold means anything
-        else:
-            for candidate in sidecar_paths(self.path):
-                if candidate.is_file():
-                    self._sidecar = candidate
-                    data = _read_sidecar(candidate)
-                    base = self._from_description(data, what=str(candidate))
-                    base["source"] = "sidecar"
-                    break
-        if base is None:
-            # unknown file, no sidecar: only an explicit description will do
-            missing = [k for k in ("mean", "std") if k not in given]
-            if "input_size" not in given and self._declared_size() is None:
-                missing.insert(0, "input_size")
-            if missing:
-                raise ModelError(self._describe_hint(missing if given else None))
-            base = dict(input_size=given.get("input_size") or self._declared_size(), mean=0.0, std=1.0,
-                        bgr=False, source="given", threshold=None)
-        merged = {**base, **given}
-        return Preprocessing(
-            input_size=parse_input_size(merged["input_size"]) if merged["input_size"] is not None
-            else self._need_size(),
-            mean=_triple(merged["mean"], "mean"),
-            std=_checked_std(_triple(merged["std"], "std")),
-            bgr=bool(merged["bgr"]),
-            source=merged["source"],
-            threshold=merged.get("threshold"),
-        )
-
-    def _from_description(self, data: dict, what: str) -> dict:
-        if "mean" not in data or "std" not in data:
-            raise ModelError(f"{what}: needs at least mean and std (and input_size unless the model fixes it)")
-        bgr = data.get("bgr")
-        if bgr is None and "rgb" in data:
-            bgr = not data["rgb"]
-        threshold = data.get("threshold")
-        if threshold is not None and not isinstance(threshold, (int, float)):
-            raise ModelError(f"{what}: threshold must be a number")
-        return dict(input_size=data.get("input_size") or self._declared_size(), mean=data["mean"], std=data["std"],
-                    bgr=bool(bgr), threshold=threshold)
 
     def _declared_size(self) -> tuple[int, int] | None:
         shape = self.net.input_shape
         if len(shape) == 4 and shape[2] is not None and shape[3] is not None:
             return int(shape[3]), int(shape[2])
         return None
-
-    def _need_size(self):
-        raise ModelError(f"{self.path.name} has no fixed input size; pass it with --input-size WxH")
-
-    def _describe_hint(self, missing: list[str] | None) -> str:
-        sidecar = sidecar_paths(self.path)[0]
-        lead = (f"{self.path.name} is not an embedder facerun knows (sha256 {self.net.sha256[:12]}…), so its "
-                "pre-processing is unknown")
-        if missing:
-            options = ", ".join("--" + m.replace("_", "-") for m in missing)
-            lead += f" and {options} {'is' if len(missing) == 1 else 'are'} missing"
-        return (f"{lead}; describe it with {DESCRIBE_HINT}, or in a JSON file {sidecar} such as "
-                '{"input_size": [112, 112], "mean": 127.5, "std": 127.5, "bgr": false}')
 
     def _check_input_shape(self) -> None:
         declared = self._declared_size()
@@ -457,49 +316,27 @@ def largest(faces: list) -> list:
 
 def default_embedder(models_dir=None) -> Path:
     """The first known embedder found in the model folders (sface-2021dec, auraface-v1, mobilefacenet)."""
-    from ..zoo import find as models
+    from ..zoo import find
 
     for name in DEFAULT_EMBEDDERS:
         try:
-            return models.resolve(name, models_dir)
+            return find.resolve(name, models_dir)
         except ModelError:
             continue
-    where = ", ".join(str(d) for d in models.search_dirs(models_dir))
+    where = ", ".join(str(d) for d in find.search_dirs(models_dir))
     raise ModelError(f"no face embedder found (looked for {', '.join(DEFAULT_EMBEDDERS)} in {where}); "
                      f"pass --model PATH|NAME, or get one with `facerun models fetch sface-2021dec`")
 
 
-def _checked_std(std: tuple[float, float, float]) -> tuple[float, float, float]:
-    if any(s == 0 for s in std):
-        raise InputError("std must not be zero")
-    return std
-
-
-def _resolve(model, models_dir):
-    """model argument -> (file, label, replica entry or None)."""
-    from ..zoo import replicas as synthetic
-
-    if model is None:
-        path = default_embedder(models_dir)
-        return path, path.name, None
-    text = str(model)
-    if not Path(text).exists() and synthetic.is_replica(text):
-        return synthetic.replica_path(text), text, synthetic.get_replica(text)
-    from ..zoo import find as models
-
-    path = models.resolve(text, models_dir)
-    return path, path.name, None
-
-
-def _load_net(path: Path, device: str):
+def _load_net(card, device: str):
     import facerun
 
     try:
-        return facerun.load(str(path), device=device)
+        return facerun.load(card, device=device)
     except ModuleNotFoundError as e:
         # the GPU path is optional; where its modules are absent, "auto" means the CPU
         if device == "auto" and (e.name or "").startswith("facerun."):
-            return facerun.load(str(path), device="cpu")
+            return facerun.load(card, device="cpu")
         raise
 
 

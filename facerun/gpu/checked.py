@@ -1,6 +1,6 @@
 """Checked attachment of the GPU to a model: the GPU is used for a program only after it agreed with the CPU
-interpreter on a seeded test input, and it is dropped (with the reason, said once) at the first device error, the
-run carrying on on the CPU with the right answer.
+interpreter on a seeded test input (facerun.agree), and it is dropped (with the reason, said once) at the first
+device error, the run carrying on on the CPU with the right answer.
 
 `attach(net)` sets `net.gpu` (a CheckedGpu) or `net.gpu_reason`; `Net` then calls `net.gpu.run(prog, feeds)`, which
 returns the outputs or None (meaning: run this on the CPU).
@@ -13,21 +13,17 @@ import threading
 
 import numpy as np
 
+from .. import agree
 from .. import program as P
 from ..errors import GpuError
 from .model import DoesNotFit, GpuModel
 
 log = logging.getLogger("facerun.gpu")
 
-TEST_SEED = 20240229
-ABS_TOL = 1e-3  # max |gpu - cpu| <= ABS_TOL * max(1, range of the CPU output)
-MIN_COSINE = 0.9999  # per row, for vector outputs (embeddings)
 
-
-def test_inputs(prog: P.Program, seed: int = TEST_SEED) -> dict[str, np.ndarray]:
+def test_inputs(prog: P.Program, seed: int = agree.TEST_SEED) -> dict[str, np.ndarray]:
     """The seeded check input of a program: values like a normalised image, in [-1, 1]."""
-    rng = np.random.default_rng(seed)
-    return {name: rng.uniform(-1.0, 1.0, prog.values[vid].shape).astype(np.float32) for name, vid in prog.inputs}
+    return agree.seeded_inputs({name: prog.values[vid].shape for name, vid in prog.inputs}, seed)
 
 
 class Disagreement(GpuError):
@@ -35,31 +31,8 @@ class Disagreement(GpuError):
 
 
 def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> str | None:
-    """Why the GPU's outputs do not match the CPU's, or None when they agree within tolerance."""
-    for name, want in cpu.items():
-        got = gpu.get(name)
-        if got is None or got.shape != want.shape:
-            return f"output '{name}': shape {None if got is None else list(got.shape)} instead of {list(want.shape)}"
-        want64, got64 = want.astype(np.float64), got.astype(np.float64)
-        finite = np.isfinite(want64)
-        if not np.array_equal(finite, np.isfinite(got64)):
-            return f"output '{name}': non-finite values where the CPU has none (or the reverse)"
-        if not finite.any():
-            continue
-        span = float(want64[finite].max() - want64[finite].min())
-        worst = float(np.abs(want64[finite] - got64[finite]).max())
-        tol = ABS_TOL * max(1.0, span)
-        if worst > tol:
-            return f"output '{name}': off by {worst:.3g} (tolerance {tol:.3g})"
-        if want.ndim == 2 and want.shape[1] >= 16:
-            a, b = want64.reshape(want.shape[0], -1), got64.reshape(got.shape[0], -1)
-            na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
-            ok = (na > 0) & (nb > 0)
-            if ok.any():
-                cos = float(((a * b).sum(axis=1)[ok] / (na[ok] * nb[ok])).min())
-                if cos < MIN_COSINE:
-                    return f"output '{name}': cosine {cos:.6f} < {MIN_COSINE}"
-    return None
+    """Why the GPU's outputs do not match the CPU's, or None when they agree within facerun.agree.GPU_CHECK."""
+    return agree.disagreement(cpu, gpu, agree.GPU_CHECK)
 
 
 class CheckedGpu:

@@ -54,7 +54,7 @@ BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "DX12", "gl": "GL"}
 SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "warp", "microsoft basic render")
 
 _lock = threading.RLock()
-_device: "Device | None" = None
+_device: Device | None = None
 _failure: tuple[tuple, str] | None = None  # (settings, why) of the last failed attempt
 _broken: str | None = None
 _allow_software: bool | None = None
@@ -354,7 +354,7 @@ class Device:
     def label(self) -> str:
         return f"{self.name} ({self.backend})"
 
-    def pipeline(self, kernel: "kernels.Kernel"):
+    def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
         with self._plock:
             p = self._pipelines.get(kernel.key)

@@ -9,9 +9,9 @@ functions; this module only turns a plan into parameters. A step beyond the devi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
-from typing import Callable
 
 import numpy as np
 

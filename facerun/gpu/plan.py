@@ -59,7 +59,7 @@ class Tile:
         return f"{self.bm}x{self.bn}/{self.tm}x{self.tn}{extra}"
 
     @staticmethod
-    def parse(spec: str) -> "Tile":
+    def parse(spec: str) -> Tile:
         """A tile from a name in TILES ("128x64") or a full spec ("128x128/8x8/k16/u4")."""
         if spec in TILES:
             return TILES[spec]

@@ -6,13 +6,13 @@ ModelError with one line, before any compiling starts.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOps
+from ..io import sha256_of
 from .ops import OPS, unsupported_attribute
 
 # Operators the compiler handles (default ONNX domain): the op table's keys, nothing kept by hand.
@@ -61,14 +61,6 @@ def _tensor(t) -> np.ndarray:
     return np.array(numpy_helper.to_array(t))
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_model(path) -> ImportedModel:
     """Load and check an ONNX file; every failure is a ModelError naming the file."""
     import onnx
@@ -86,10 +78,12 @@ def read_model(path) -> ImportedModel:
     except DecodeError:
         raise ModelError(f"{path}: not an ONNX model (the file does not parse; truncated or another format?)") from None
     except Exception as e:  # onnx raises a mix of types for damaged files and missing external data
-        raise ModelError(f"{path}: cannot be read as ONNX ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        raise ModelError(f"{path}: cannot be read as ONNX ({why})") from None
     graph = model.graph
     if not graph.node or not graph.output:
-        raise ModelError(f"{path}: not an ONNX model with a graph (no nodes or no outputs; truncated or another format?)")
+        raise ModelError(f"{path}: not an ONNX model with a graph (no nodes or no outputs; truncated or another "
+                         "format?)")
 
     opset = 0
     for o in model.opset_import:
@@ -119,7 +113,8 @@ def read_model(path) -> ImportedModel:
     try:
         constants = {t.name: _tensor(t) for t in graph.initializer}
     except Exception as e:
-        raise ModelError(f"{path}: a weight tensor cannot be read ({str(e).splitlines()[0][:200]}); truncated file?") from None
+        why = str(e).splitlines()[0][:200]
+        raise ModelError(f"{path}: a weight tensor cannot be read ({why}); truncated file?") from None
 
     inputs = []
     for i in graph.input:
@@ -134,7 +129,7 @@ def read_model(path) -> ImportedModel:
 
     return ImportedModel(
         path=path,
-        sha256=file_sha256(path),
+        sha256=sha256_of(path),
         opset=opset,
         nodes=nodes,
         constants=constants,

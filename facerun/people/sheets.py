@@ -8,6 +8,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from ..errors import FacerunError
+from ..io import atomic_write, check_output_folder
 
 THUMB = 112  # pixels, square
 COLUMNS = 8
@@ -31,11 +32,7 @@ def face_thumbnail(image: Image.Image, box, size: int = THUMB) -> Image.Image:
 def write_sheets(clustering, out_dir, noise: bool = True) -> list[Path]:
     """Write cluster-<id>[-<name>].png for every cluster (and noise.png), replacing the sheets of an earlier run
     in that folder; return the files written."""
-    out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise FacerunError(f"--sheets {out_dir}: cannot make the folder ({e.strerror or e})") from None
+    out_dir = check_output_folder(out_dir, "--sheets", error=FacerunError)
     for stale in [*out_dir.glob("cluster-*.png"), out_dir / "noise.png"]:
         stale.unlink(missing_ok=True)  # sheets of an earlier clustering would mislead
     written = []
@@ -53,11 +50,7 @@ def write_sheets(clustering, out_dir, noise: bool = True) -> list[Path]:
             title += f" (first {MAX_FACES} shown)"
         sheet = _sheet(title, faces[:MAX_FACES], cache)
         path = out_dir / filename
-        try:
-            sheet.save(path)
-        except OSError as e:
-            raise FacerunError(f"cannot write {path}: {e.strerror or e}") from None
-        written.append(path)
+        written.append(atomic_write(path, lambda handle, sheet=sheet: sheet.save(handle, format="PNG")))
     return written
 
 

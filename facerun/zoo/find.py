@@ -13,12 +13,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import ModelError
-from .known import KNOWN, KnownModel, by_name, by_sha256, sha256_of
+from ..io import check_output_folder, sha256_of
+from .known import KNOWN, KnownModel, by_name, by_sha256
 
 ProgressCallback = Callable[[int, "int | None"], None]  # (bytes done, total bytes or None)
 
@@ -228,11 +229,7 @@ def fetch(
     if not source:
         raise ModelError(f"{model.name} has no download location; pass --url")
 
-    dest = Path(dest_dir).expanduser() if dest_dir else models_cache_dir()
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ModelError(f"cannot create {dest}: {e.strerror or e}") from None
+    dest = check_output_folder(Path(dest_dir) if dest_dir else models_cache_dir(), "download folder", error=ModelError)
     final = dest / model.filename
     if final.is_file() and sha256_of(final) == model.sha256:
         return final

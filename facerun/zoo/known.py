@@ -7,30 +7,31 @@ facerun a new model.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from dataclasses import dataclass
-from pathlib import Path
+
+from ..io import forget_sha256, sha256_of  # the hash this table identifies files by
 
 # ImageNet statistics moved to the 0..255 scale: (x/255 - m) / s == (x - 255 m) / (255 s)
 _IMAGENET_MEAN = (123.675, 116.28, 103.53)  # 255 * (0.485, 0.456, 0.406)
 _IMAGENET_STD = (58.395, 57.12, 57.375)  # 255 * (0.229, 0.224, 0.225)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KnownModel:
     name: str  # short name used on the command line, e.g. "yunet-2023mar"
     filename: str  # canonical file name, as published
     sha256: str | None  # of the whole file, lower-case hex
     size: int | None  # bytes, when known
     kind: str  # "detector" | "embedder"
-    input_size: tuple[int, int] | None  # (w, h) for embedders; detectors take any size
     rgb: bool  # channel order fed to the model (False: BGR)
-    mean: tuple[float, float, float]  # pre-processing on 0..255 values: (x - mean) / std, per channel
-    std: tuple[float, float, float]
-    threshold: float | None  # cosine match threshold (embedders); its source is in `notes`
-    url: str | None  # published location used by `facerun models fetch`
     notes: str  # one line: source, licence, normalisation, threshold origin
+    url: str | None = None  # published location used by `facerun models fetch`
+    family: str | None = None  # how facerun runs it: yunet-2023mar, yunet-2022mar, arcface-style (facerun.zoo.card)
+    input_size: tuple[int, int] | None = None  # (w, h) for embedders; detectors take any size
+    # pre-processing on 0..255 values: (x - mean) / std, per channel; raw pixels by default
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    threshold: float | None = None  # cosine match threshold (embedders); its source is in `notes`
     dim: int | None = None  # embedding length (embedders)
 
 
@@ -41,15 +42,12 @@ KNOWN: tuple[KnownModel, ...] = (
         sha256="8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4",
         size=232_589,
         kind="detector",
-        input_size=None,
         rgb=False,
-        mean=(0.0, 0.0, 0.0),
-        std=(1.0, 1.0, 1.0),
-        threshold=None,
         # OpenCV Zoo stores it in Git LFS; the pinned commit's LFS pointer carries this sha256 and size
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "82b38c8f98e7b52aa171400f3e4c722352d0669f/models/face_detection_yunet/face_detection_yunet_2023mar.onnx",
         notes="YuNet v2 (yunet_s), OpenCV Zoo, MIT; BGR raw 0..255, pad to a multiple of 32; outputs cls/obj/bbox/kps",
+        family="yunet-2023mar",
     ),
     KnownModel(
         name="yunet-2022mar",
@@ -57,14 +55,11 @@ KNOWN: tuple[KnownModel, ...] = (
         sha256="50ef07f702a31741ca46a4c0d947773b64143b9362780237bf0d427d6c79bab7",
         size=345_478,
         kind="detector",
-        input_size=None,
         rgb=False,
-        mean=(0.0, 0.0, 0.0),
-        std=(1.0, 1.0, 1.0),
-        threshold=None,
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "c71f7a40d34cd3830086ee9b7a01174e013ad42a/models/face_detection_yunet/face_detection_yunet_2022mar.onnx",
         notes="YuNet v1 (prior-box head), OpenCV Zoo, MIT; BGR raw 0..255; outputs loc/conf/iou decoded with priors",
+        family="yunet-2022mar",
     ),
     KnownModel(
         name="sface-2021dec",
@@ -74,14 +69,13 @@ KNOWN: tuple[KnownModel, ...] = (
         kind="embedder",
         input_size=(112, 112),
         rgb=True,
-        mean=(0.0, 0.0, 0.0),
-        std=(1.0, 1.0, 1.0),
         threshold=0.363,
         url="https://media.githubusercontent.com/media/opencv/opencv_zoo/"
         "edef535367a4f8053b5bfb7580935c83772a9639/models/face_recognition_sface/face_recognition_sface_2021dec.onnx",
         notes="SFace (MobileFaceNet, SFace loss), OpenCV Zoo, Apache-2.0; RGB 0..255, normalised inside the graph; "
         "cosine threshold 0.363 is OpenCV's (opencv_zoo sface.py)",
         dim=128,
+        family="arcface-style",
     ),
     KnownModel(
         name="auraface-v1",
@@ -98,6 +92,7 @@ KNOWN: tuple[KnownModel, ...] = (
         notes="AuraFace v1 (ResNet100 ArcFace, 512-d), fal on Hugging Face, Apache-2.0; RGB (x-127.5)/127.5; "
         "threshold 0.30 is a facerun default (fal publishes none), not yet calibrated",
         dim=512,
+        family="arcface-style",
     ),
     KnownModel(
         name="mobilefacenet",
@@ -116,6 +111,7 @@ KNOWN: tuple[KnownModel, ...] = (
         notes="foamliu MobileFaceNet, Apache-2.0; RGB, ImageNet normalisation x/255-mean/std; output not normalised; "
         "threshold 0.35 is a facerun default from the shared photos (87 faces: TAR 1.0, FAR 0.25%), to be recalibrated",
         dim=128,
+        family="arcface-style",
     ),
 )
 
@@ -134,42 +130,6 @@ def by_name(name: str) -> KnownModel | None:
         if wanted in (model.name.lower(), model.filename.lower()):
             return model
     return None
-
-
-# (resolved path, size, mtime_ns) -> sha256; a changed file gets a new key, so it is hashed again
-_sha_memo: dict[tuple[str, int, int], str] = {}
-_sha_lock = threading.Lock()
-_CHUNK = 1 << 20
-
-
-def sha256_of(path) -> str:
-    """Lower-case hex sha256 of a file, read in chunks; remembered while the file's size and mtime are unchanged."""
-    path = Path(path)
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    with _sha_lock:
-        cached = _sha_memo.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    result = digest.hexdigest()
-    with _sha_lock:
-        _sha_memo[key] = result
-    return result
-
-
-def forget_sha256(path=None) -> None:
-    """Drop memoised hashes (of one file, or all): for callers that rewrite a file within one mtime tick."""
-    with _sha_lock:
-        if path is None:
-            _sha_memo.clear()
-            return
-        resolved = str(Path(path).resolve())
-        for key in [k for k in _sha_memo if k[0] == resolved]:
-            del _sha_memo[key]
 
 
 __all__ = ["KnownModel", "KNOWN", "by_sha256", "by_name", "sha256_of", "forget_sha256"]

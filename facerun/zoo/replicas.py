@@ -13,20 +13,20 @@ symbolic height and width ("H", "W"; any multiple of 32); every-op is fixed at [
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import os
 import re
-import sys
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ModelError
+from ..io import atomic_write
+from .find import cache_root
 
 # Bump to regenerate every cached replica even when this file's text is unchanged (e.g. a change in a helper module).
 FORMAT_VERSION = 1
@@ -421,6 +421,7 @@ class Replica:
     description: str
     build: Callable[[], onnx.ModelProto] = field(repr=False)
     preprocess: Preprocess | None = None
+    family: str | None = None  # the family of the network it copies (facerun.zoo.card)
     version: int = 1  # bump when the build changes in a way this file's text does not show
 
 
@@ -429,20 +430,24 @@ REPLICAS: dict[str, Replica] = {r.name: r for r in (
             "every operator facerun supports, on odd shapes, with 4 outputs", every_operator),
     Replica("yunet-arch", "detector", (1, 3, 640, 640),
             "YuNet 2023mar layers (53 convs, stride 8/16/32 heads), random weights",
-            yunet_like, Preprocess("BGR", 0.0, 1.0)),
+            yunet_like, Preprocess("BGR", 0.0, 1.0), "yunet-2023mar"),
     Replica("sface-arch", "embedder", (1, 3, 112, 112),
             "SFace layers (MobileNet-v1 body, 1024x7x7 -> 128), random weights",
-            sface_like, Preprocess("RGB", 0.0, 1.0)),
+            sface_like, Preprocess("RGB", 0.0, 1.0), "arcface-style"),
     Replica("auraface-arch", "embedder", (1, 3, 112, 112),
             "AuraFace layers (IResNet-100, 65 M parameters, 12.1 GMAC -> 512), random weights",
-            auraface_like, Preprocess("RGB", 127.5, 127.5)),
+            auraface_like, Preprocess("RGB", 127.5, 127.5), "arcface-style"),
     Replica("sface-arch-small", "embedder", (1, 3, 112, 112),
             "SFace layers at quarter width (256x7x7 -> 128), random weights",
-            lambda: sface_like(width=0.25), Preprocess("RGB", 0.0, 1.0)),
+            lambda: sface_like(width=0.25), Preprocess("RGB", 0.0, 1.0), "arcface-style"),
     Replica("auraface-arch-small", "embedder", (1, 3, 112, 112),
             "AuraFace layers cut to one block per stage at widths 16..128 (-> 512), random weights",
-            lambda: auraface_like(layers=(1, 1, 1, 1), widths=(16, 32, 64, 128)), Preprocess("RGB", 127.5, 127.5)),
+            lambda: auraface_like(layers=(1, 1, 1, 1), widths=(16, 32, 64, 128)), Preprocess("RGB", 127.5, 127.5),
+            "arcface-style"),
 )}
+
+
+_ANY_BUILD = re.compile(r"(.+)-([0-9a-f]{12})\.onnx")  # a cached build: name-digest.onnx
 
 
 def is_replica(name: str) -> bool:
@@ -457,28 +462,24 @@ def get_replica(name: str) -> Replica:
 
 
 def cache_dir() -> Path:
-    """$FACERUN_CACHE/replicas, else the platform's user cache folder (~/.cache/facerun/replicas on Linux)."""
-    root = os.environ.get("FACERUN_CACHE")
-    if root:
-        base = Path(root).expanduser()
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "facerun" / "Cache"
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches" / "facerun"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "facerun"
-    return base / "replicas"
+    """Where replicas are written: the `replicas` folder of facerun's cache (facerun.zoo.find.cache_root)."""
+    return cache_root() / "replicas"
 
 
 def content_version(name: str) -> str:
     """A short digest naming one build of a replica: it changes with this file's text or the replica's version."""
     replica = get_replica(name)
     h = hashlib.sha256(f"{FORMAT_VERSION}:{name}:{replica.version}:".encode())
-    try:
-        h.update(Path(__file__).read_bytes())
-    except OSError:  # source not readable (e.g. a frozen install): the explicit versions still name the build
-        pass
+    h.update(_source_text())
     return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1)
+def _source_text() -> bytes:
+    try:
+        return Path(__file__).read_bytes()
+    except OSError:  # source not readable (e.g. a frozen install): the explicit versions still name the build
+        return b""
 
 
 def replica_path(name: str) -> Path:
@@ -490,20 +491,22 @@ def replica_path(name: str) -> Path:
         return path
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        model = replica.build()
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(model.SerializeToString())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
     except OSError as e:
         raise ModelError(f"cannot write replica '{name}' to {folder}: {e.strerror or e}") from None
+    model = replica.build()
+    atomic_write(path, lambda f: f.write(model.SerializeToString()), error=ModelError)
     # Older builds of the same replica are dead weight (auraface-arch is 260 MB): remove them.
-    stale = re.compile(re.escape(name) + r"-[0-9a-f]{12}\.onnx")
     for old in folder.iterdir():
-        if old != path and stale.fullmatch(old.name):
+        build = _ANY_BUILD.fullmatch(old.name)
+        if old != path and build and build.group(1) == name:
             old.unlink(missing_ok=True)
     return path
+
+
+def replica_of_file(path) -> Replica | None:
+    """The replica a file is the current build of (by its name, which carries the build's digest), or None."""
+    found = _ANY_BUILD.fullmatch(Path(path).name)
+    name = found.group(1) if found else None
+    if name in REPLICAS and found.group(2) == content_version(name):
+        return REPLICAS[name]
+    return None
