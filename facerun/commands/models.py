@@ -52,6 +52,8 @@ def _inventory(models_dir) -> dict:
             {
                 "name": model.name,
                 "kind": model.kind,
+                "family": model.family,
+                "license": model.license,
                 "filename": model.filename,
                 "present": hit is not None,
                 "path": str(hit.path) if hit else None,
@@ -79,8 +81,10 @@ def _print_inventory(report: dict) -> None:
         where.add_row(str(i), d["path"], d["from"], "yes" if d["exists"] else "[dim]no[/dim]")
     console.print(where)
 
+    from ..face.families import by_name as family_by_name
+
     known = Table(title="Known models", title_justify="left")
-    for column in ("name", "kind", "state", "sha256", "path"):
+    for column in ("name", "kind", "family", "state", "sha256", "path"):
         known.add_column(column, overflow="fold")
     for m in report["models"]:
         if not m["present"]:
@@ -88,8 +92,13 @@ def _print_inventory(report: dict) -> None:
         else:
             state = "present"
             sha = "[green]ok[/green]" if m["sha256_ok"] else "[red]MISMATCH[/red]"
-        known.add_row(m["name"], m["kind"], state, sha, m["path"] or f"[dim]facerun models fetch {m['name']}[/dim]")
+        family = family_by_name(m["family"]).title if m["family"] else "-"
+        known.add_row(m["name"], m["kind"], family, state, sha,
+                      m["path"] or f"[dim]facerun models fetch {m['name']}[/dim]")
     console.print(known)
+    for m in report["models"]:
+        if (m["license"] or "").startswith("non-commercial"):
+            console.print(f"{m['name']}: {m['license']}", style="yellow", markup=False)
 
     if report["other_files"]:
         other = Table(title="Other .onnx files (not in the known table)", title_justify="left")
