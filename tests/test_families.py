@@ -117,7 +117,8 @@ def test_blazeface_anchors_are_mediapipes_front_model_layout():
     a = blazeface.anchors()
     assert a.shape == (896, 2)
     # stride 8: 16x16 cells, 2 anchors each, centres at (col + 0.5) / 16; then stride 16: 8x8 cells, 6 anchors each
-    assert np.allclose(a[0], [0.5 / 16, 0.5 / 16]) and np.allclose(a[1], a[0]) and np.allclose(a[2], [1.5 / 16, 0.5 / 16])
+    assert np.allclose(a[0], [0.5 / 16, 0.5 / 16]) and np.allclose(a[1], a[0])
+    assert np.allclose(a[2], [1.5 / 16, 0.5 / 16])
     assert np.allclose(a[511], [15.5 / 16, 15.5 / 16])
     assert np.allclose(a[512:518], [0.5 / 8, 0.5 / 8]) and np.allclose(a[518], [1.5 / 8, 0.5 / 8])
     assert np.allclose(a[-1], [7.5 / 8, 7.5 / 8])
