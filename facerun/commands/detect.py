@@ -43,6 +43,9 @@ def detector_options(function):
         click.option("--nms", type=click.FloatRange(0, 1), default=None,
                      help="Drop a face overlapping a better one by more than this IoU. Default: the family's own "
                           "(YuNet 0.3, SCRFD 0.4, RetinaFace 0.4, UltraFace 0.3, BlazeFace 0.3, YOLOv5-face 0.5)."),
+        click.option("--input-size", default=None, metavar="WxH",
+                     help="Network input for a file that leaves it free (SCRFD: 640x640 by default, as insightface "
+                          "runs it); the photo is fitted into it. Files fixed at one size take only that."),
         click.option("--top-k", type=int, default=5000, show_default=True,
                      help="Candidates kept before NMS (0 or less: all)."),
         click.option("--max-side", type=click.IntRange(min=0), default=DEFAULT_MAX_SIDE, show_default=True,
@@ -57,9 +60,20 @@ def detector_options(function):
     return function
 
 
-def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun") -> Detector:
+def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun", input_size=None) -> Detector:
     return Detector(model=model, device=device, score=score, nms=nms, top_k=top_k, max_side=max_side,
-                    runtime=runtime)
+                    runtime=runtime, input_size=_input_size(input_size))
+
+
+def _input_size(text: str | None) -> tuple[int, int] | None:
+    """'1024x768' -> (1024, 768) as width, height."""
+    if not text:
+        return None
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--input-size must look like 640x640 (width x height), got '{text}'") from None
+    return w, h
 
 
 def progress_bar(console: Console) -> Progress:
@@ -73,7 +87,7 @@ def progress_bar(console: Console) -> Progress:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array (an object per image) instead of tables.")
 @click.option("--draw", "draw_to", type=click.Path(path_type=Path), metavar="OUT",
               help="Write annotated copies: to the file OUT for one image, else into the folder OUT (as PNG).")
-def command(images, model, device, runtime, score, nms, top_k, max_side, as_json, draw_to):
+def command(images, model, device, runtime, score, nms, input_size, top_k, max_side, as_json, draw_to):
     """Find faces in IMAGE files or folders (searched recursively for .jpg .jpeg .png .webp .bmp).
 
     For each face: the score, the box (x y = top-left corner, w h) and the family's landmarks, in the original
@@ -88,7 +102,7 @@ def command(images, model, device, runtime, score, nms, top_k, max_side, as_json
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
     draw_target = _draw_target(draw_to, len(paths)) if draw_to else None
-    detector = make_detector(model, device, score, nms, top_k, max_side, runtime)
+    detector = make_detector(model, device, score, nms, top_k, max_side, runtime, input_size)
 
     out = Console()
     err = Console(stderr=True)

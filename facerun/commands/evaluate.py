@@ -22,7 +22,7 @@ from .detect import detector_options, make_detector, progress_bar
               help="Folder the image names in the ground truth are relative to (WIDER's images/).")
 @detector_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def command(gt_file, images_dir, model, device, runtime, score, nms, top_k, max_side, as_json):
+def command(gt_file, images_dir, model, device, runtime, score, nms, input_size, top_k, max_side, as_json):
     """Run the detector on every image of a WIDER FACE ground-truth file and score it.
 
     A detection is a true positive when it overlaps a valid face (invalid flag 0) not yet taken by a better-scoring
@@ -41,7 +41,7 @@ def command(gt_file, images_dir, model, device, runtime, score, nms, top_k, max_
     if missing:
         raise ImageError(f"{len(missing)} of {len(ground_truth)} images of {gt_file} are not under {images_dir} "
                          f"(first: {missing[0]})")
-    detector = make_detector(model, device, score, nms, top_k, max_side, runtime)
+    detector = make_detector(model, device, score, nms, top_k, max_side, runtime, input_size)
 
     detections = []
     start = time.perf_counter()
@@ -61,6 +61,7 @@ def command(gt_file, images_dir, model, device, runtime, score, nms, top_k, max_
         "score_threshold": detector.score_threshold,
         "nms_threshold": detector.nms_threshold,
         "max_side": max_side,
+        "input_size": list(detector.family.input_size()) if not detector.family.follows_image else None,
         "seconds": round(time.perf_counter() - start, 2),
     })
 

@@ -32,12 +32,13 @@ class Detector:
     runtime: "facerun" (its interpreter, or the GPU per `device`) or "onnxruntime" (the reference oracle, for
     comparisons and for models using operators facerun does not run yet).
     for_alignment: refuse, before loading anything, a model whose family gives no five landmarks.
+    input_size: (w, h) of the network input for a file that leaves it free (SCRFD; 640x640 by default).
     Faces come back in the original photo's coordinates either way.
     """
 
     def __init__(self, model=None, device: str = "auto", score: float | None = None, nms: float | None = None,
                  top_k: int = 5000, max_side: int = DEFAULT_MAX_SIDE, runtime: str = "facerun",
-                 for_alignment: bool = False):
+                 for_alignment: bool = False, input_size: tuple[int, int] | None = None):
         if score is not None and not 0.0 <= score <= 1.0:
             raise InputError(f"score threshold must be between 0 and 1, not {score}")
         if nms is not None and not 0.0 <= nms <= 1.0:
@@ -50,6 +51,8 @@ class Detector:
         self.family = families.family_of(self.model_path)
         if for_alignment and not self.family.five_points:
             raise ModelError(self.family.no_five_points_reason())
+        if input_size is not None:
+            self.family.choose_input_size(input_size)
         self.score_threshold = float(self.family.score if score is None else score)
         self.nms_threshold = float(self.family.nms if nms is None else nms)
         self.top_k = int(top_k)

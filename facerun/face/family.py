@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..errors import ModelError
+from ..errors import InputError, ModelError
 from .faces import FIVE_POINTS, NO_POINTS, Face, no_five_points_reason
 
 
@@ -78,9 +78,12 @@ class Family:
     nms = 0.4
     landmark_names: tuple[str, ...] = NO_POINTS
     follows_image = False  # True: the network runs on the photo at its own size (YuNet); else a fixed input size
+    default_input_size = (640, 640)  # (w, h) for a file that leaves its input size free
+    size_multiple = 32  # a free input size must be a multiple of the coarsest stride
 
     def __init__(self, graph: Graph):
         self.graph = graph
+        self.chosen_size: tuple[int, int] | None = None
 
     @classmethod
     def matches(cls, graph: Graph) -> bool:
@@ -102,10 +105,21 @@ class Family:
         return no_five_points_reason(self.title, self.landmark_names)
 
     def input_size(self) -> tuple[int, int]:
-        """(w, h) of the network input: the file's own, else the family's default."""
-        return self.graph.input_size or self.default_input_size
+        """(w, h) of the network input: the file's own, else the one chosen, else the family's default."""
+        return self.graph.input_size or self.chosen_size or self.default_input_size
 
-    default_input_size = (640, 640)
+    def choose_input_size(self, size: tuple[int, int]) -> None:
+        """Run a file whose input size is free at `size` (w, h); InputError where the file fixes it."""
+        w, h = (int(v) for v in size)
+        if self.follows_image:
+            raise InputError(f"{self.title} runs on the photo at its own size; shrink big photos with --max-side")
+        fixed = self.graph.input_size
+        if fixed is not None and fixed != (w, h):
+            raise InputError(f"{self.graph.path.name} ({self.title}) takes {fixed[0]}x{fixed[1]} only, not {w}x{h}")
+        if w <= 0 or h <= 0 or w % self.size_multiple or h % self.size_multiple:
+            raise InputError(f"{self.title} input size {w}x{h}: width and height must be positive multiples of "
+                             f"{self.size_multiple}")
+        self.chosen_size = (w, h)
 
 
 # ------------------------------------------------------------------------------------------------ placing

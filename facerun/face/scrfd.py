@@ -52,6 +52,7 @@ class Scrfd(Family):
         self.heads = {kind: [n for n, w in zip(graph.output_names, widths) if w == width]
                       for kind, width in WIDTHS.items()}
         self.strides = tuple(8 * 2**i for i in range(levels))
+        self.size_multiple = self.strides[-1]
         self.landmark_names = FIVE_POINTS if self.heads["kps"] else NO_POINTS
 
     @classmethod
