@@ -1,6 +1,6 @@
-"""Detect faces in every photo of a folder and write annotated copies (boxes, five landmarks, scores).
+"""Detect faces in every photo of a folder and write annotated copies (boxes, landmarks, scores).
 
-    python examples/detect_and_draw.py PHOTOS_DIR OUT_DIR [--model yunet-2023mar] [--score 0.6] [--limit N]
+    python examples/detect_and_draw.py PHOTOS_DIR OUT_DIR [--model yunet-2023mar|scrfd-500m|...] [--score S] [--limit N]
 
 The detector model is found the way the `facerun` command finds it (--model, $FACERUN_MODELS, the user cache);
 `facerun models fetch yunet-2023mar` downloads it. Prints one line per photo and a JSON summary at the end.
@@ -22,8 +22,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("photos", type=Path, help="a folder of photos (walked recursively) or one photo")
     ap.add_argument("out", type=Path, help="folder for the annotated copies (created if needed)")
-    ap.add_argument("--model", default=None, help="detector: a path or a known name (default: YuNet 2023mar)")
-    ap.add_argument("--score", type=float, default=0.6, help="score threshold")
+    ap.add_argument("--model", default=None, help="detector of any family: a path or a known name "
+                                                   "(default: YuNet 2023mar)")
+    ap.add_argument("--score", type=float, default=None, help="score threshold (default: the family's own)")
     ap.add_argument("--limit", type=int, default=0, help="stop after this many photos (0: all)")
     args = ap.parse_args(argv)
 

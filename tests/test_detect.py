@@ -135,7 +135,7 @@ def test_a_non_yunet_model_is_refused(models_dir):
     path = models_dir / "MobileFaceNet.onnx"
     if not path.exists():
         pytest.skip("MobileFaceNet.onnx not in the models folder")
-    with pytest.raises(ModelError, match="not a YuNet"):
+    with pytest.raises(ModelError, match="not a face detector"):
         Detector(path, device="cpu")
 
 

@@ -20,7 +20,9 @@ from local_http import ModelServer
 
 SHARED = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models").split(os.pathsep)[0])
 YUNET = SHARED / "face_detection_yunet_2023mar.onnx"
-SHARED_FILES = ["face_detection_yunet_2023mar.onnx", "face_detection_yunet_2022mar.onnx", "MobileFaceNet.onnx"]
+SHARED_FILES = ["face_detection_yunet_2023mar.onnx", "face_detection_yunet_2022mar.onnx", "MobileFaceNet.onnx",
+                "det_500m.onnx", "retinaface_mnet025.onnx", "ultraface_RFB-320.onnx", "blazeface_front128.onnx",
+                "yolov5n-0.5-face.onnx"]
 
 needs_shared = pytest.mark.skipif(not YUNET.is_file(), reason=f"shared models not found in {SHARED}")
 
@@ -76,11 +78,15 @@ def test_table_is_consistent():
         assert m.kind in ("detector", "embedder")
         assert m.sha256 is None or (len(m.sha256) == 64 and int(m.sha256, 16) >= 0 and m.sha256 == m.sha256.lower())
         assert m.url is None or m.url.startswith("https://")
-        assert m.url is None or m.url.rsplit("/", 1)[-1] == m.filename
+        # the detector files keep the names their families' packs use, which their source repos may not
+        assert m.url is None or m.url.rsplit("/", 1)[-1] == m.filename or m.kind == "detector"
+        assert m.url is None or m.url.endswith(".onnx")
         assert "\n" not in m.notes and m.notes
         assert all(s > 0 for s in m.std)
         if m.kind == "embedder":
             assert m.input_size == (112, 112) and m.threshold is not None and m.dim in (128, 512)
+        else:
+            assert m.family is not None and m.license
 
 
 def test_by_name_accepts_names_and_file_names():
@@ -345,6 +351,9 @@ def test_cli_list_json(tmp_path):
     assert state["yunet-2023mar"]["present"] and state["yunet-2023mar"]["sha256_ok"]
     assert state["mobilefacenet"]["path"] == str(SHARED / "MobileFaceNet.onnx")
     assert not state["auraface-v1"]["present"] and state["auraface-v1"]["path"] is None
+    assert state["scrfd-500m"]["family"] == "scrfd" and state["scrfd-500m"]["present"]
+    assert state["scrfd-500m"]["license"].startswith("non-commercial")
+    assert state["mobilefacenet"]["family"] is None
 
 
 @needs_shared
@@ -352,6 +361,8 @@ def test_cli_models_alone_lists(tmp_path):
     result = _run("--models", str(SHARED))
     assert result.exit_code == 0, result.output
     assert "Known models" in result.stdout and "yunet-2023mar" in result.stdout
+    for title in ("YuNet", "SCRFD", "RetinaFace", "UltraFace", "BlazeFace", "YOLOv5-face"):
+        assert title in result.stdout
 
 
 @needs_shared

@@ -93,3 +93,19 @@ def run(sess, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return dict(zip(names, sess.run(names, feeds)))
     except Exception as e:  # onnxruntime's own errors carry long multi-line texts
         raise FacerunError(f"onnxruntime failed: {str(e).strip().splitlines()[-1][:300]}") from None
+
+
+class OracleNet:
+    """A model run by onnxruntime behind the part of `Net` the face jobs use (`run`, `output_names`, `device`):
+    for comparisons, and for models whose operators facerun's interpreter does not run yet."""
+
+    device = "onnxruntime"
+
+    def __init__(self, path: Path, threads: int | None = None):
+        self.path = Path(path)
+        self.session = session(self.path, threads=threads)
+        self.input_name = self.session.get_inputs()[0].name
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, x) -> dict[str, np.ndarray]:
+        return run(self.session, {self.input_name: np.ascontiguousarray(x, dtype=np.float32)})

@@ -1,4 +1,4 @@
-"""`facerun detect`: find faces in photos with YuNet (same faces as OpenCV's cv2.FaceDetectorYN)."""
+"""`facerun detect`: find faces in photos with any detector family (YuNet: the faces cv2.FaceDetectorYN finds)."""
 
 from __future__ import annotations
 
@@ -23,29 +23,54 @@ def detector_options(function):
     """The options every command that runs the detector shares (detect, evaluate)."""
     options = [
         click.option("--model", default=None, metavar="PATH|NAME",
-                     help="YuNet .onnx file or known model name (yunet-2023mar, yunet-2022mar). "
+                     help="Detector .onnx file or known model name: yunet-2023mar, yunet-2022mar, scrfd-500m, "
+                          "retinaface-mnet025, ultraface-rfb320, blazeface-front128, yolov5n-0.5-face; the family "
+                          "(YuNet, SCRFD, RetinaFace, UltraFace, BlazeFace, YOLOv5-face) is told from the graph. "
                           "Default: yunet-2023mar, looked up in $FACERUN_MODELS and the cache folder."),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                      help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
-        click.option("--score", type=click.FloatRange(0, 1), default=0.6, show_default=True,
-                     help="Keep faces scoring at least this."),
-        click.option("--nms", type=click.FloatRange(0, 1), default=0.3, show_default=True,
-                     help="Drop a face overlapping a better one by more than this IoU."),
+        click.option("--runtime", type=click.Choice(["facerun", "onnxruntime"]), default="facerun",
+                     show_default=True,
+                     help="onnxruntime: run the network with onnxruntime on the CPU (the reference oracle, needs "
+                          "facerun[oracles]); for comparisons, and for models using operators facerun does not run "
+                          "yet (UltraFace: Exp, BlazeFace: Pad). Decoding is facerun's either way."),
+        click.option("--score", type=click.FloatRange(0, 1), default=None,
+                     help="Keep faces scoring at least this. Default: the family's own (YuNet 0.6, SCRFD 0.5, "
+                          "RetinaFace 0.6, UltraFace 0.7, BlazeFace 0.75, YOLOv5-face 0.6)."),
+        click.option("--nms", type=click.FloatRange(0, 1), default=None,
+                     help="Drop a face overlapping a better one by more than this IoU. Default: the family's own "
+                          "(YuNet 0.3, SCRFD 0.4, RetinaFace 0.4, UltraFace 0.3, BlazeFace 0.3, YOLOv5-face 0.5)."),
+        click.option("--input-size", default=None, metavar="WxH",
+                     help="Network input for a file that leaves it free (SCRFD: 640x640 by default, as insightface "
+                          "runs it); the photo is fitted into it. Files fixed at one size take only that."),
         click.option("--top-k", type=int, default=5000, show_default=True,
                      help="Candidates kept before NMS (0 or less: all)."),
         click.option("--max-side", type=click.IntRange(min=0), default=DEFAULT_MAX_SIDE, show_default=True,
-                     help="Shrink photos whose longer side is above N pixels before detecting; 0 keeps full size. "
-                          "YuNet's boxes grow from stride-32 anchors by exp(size) and it was trained on 640x640 "
-                          "crops, so a face filling a big photo (taller than ~500 px) is missed at full size; "
-                          "results are always in the original photo's pixels."),
+                     help="YuNet: shrink photos whose longer side is above N pixels before detecting; 0 keeps full "
+                          "size. YuNet runs on the photo at its own size; its boxes grow from stride-32 anchors by "
+                          "exp(size) and it was trained on 640x640 crops, so a face filling a big photo (taller "
+                          "than ~500 px) is missed at full size. The other families resize every photo into their "
+                          "network's input. Results are always in the original photo's pixels."),
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
-def make_detector(model, device, score, nms, top_k, max_side) -> Detector:
-    return Detector(model=model, device=device, score=score, nms=nms, top_k=top_k, max_side=max_side)
+def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun", input_size=None) -> Detector:
+    return Detector(model=model, device=device, score=score, nms=nms, top_k=top_k, max_side=max_side,
+                    runtime=runtime, input_size=_input_size(input_size))
+
+
+def _input_size(text: str | None) -> tuple[int, int] | None:
+    """'1024x768' -> (1024, 768) as width, height."""
+    if not text:
+        return None
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--input-size must look like 640x640 (width x height), got '{text}'") from None
+    return w, h
 
 
 @click.command("detect")
@@ -54,11 +79,13 @@ def make_detector(model, device, score, nms, top_k, max_side) -> Detector:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array (an object per image) instead of tables.")
 @click.option("--draw", "draw_to", type=click.Path(path_type=Path), metavar="OUT",
               help="Write annotated copies: to the file OUT for one image, else into the folder OUT (as PNG).")
-def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to):
+def command(images, model, device, runtime, score, nms, input_size, top_k, max_side, as_json, draw_to):
     """Find faces in IMAGE files or folders (searched recursively for .jpg .jpeg .png .webp .bmp).
 
-    For each face: the score, the box (x y = top-left corner, w h) and five landmarks (right eye, left eye, nose
-    tip, right and left mouth corner, as seen from the subject), in the original photo's pixel coordinates.
+    For each face: the score, the box (x y = top-left corner, w h) and the family's landmarks, in the original
+    photo's pixel coordinates: five (right eye, left eye, nose tip, right and left mouth corner, as seen from the
+    subject) for YuNet, SCRFD, RetinaFace and YOLOv5-face; six for BlazeFace (eyes, nose tip, mouth centre, ears);
+    none for UltraFace.
     A file that cannot be read is reported and skipped; the exit status is then 1. No face is not an error.
     """
     from ..face.images import iter_images, load_image
@@ -67,7 +94,7 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
     draw_target = _draw_target(draw_to, len(paths)) if draw_to else None
-    detector = make_detector(model, device, score, nms, top_k, max_side)
+    detector = make_detector(model, device, score, nms, top_k, max_side, runtime, input_size)
 
     failed = False
     results = []
@@ -88,6 +115,7 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
                     "width": int(rgb.shape[1]),
                     "height": int(rgb.shape[0]),
                     "faces": [face.to_dict() for face in faces],
+                    "family": detector.family.name,
                     "device": detector.device,
                     "ms": round(ms, 1),
                 }
@@ -96,7 +124,7 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
                 if as_json:
                     results.append(result)
                 else:
-                    tables.print(_table(result))
+                    tables.print(_table(result, detector.family.landmark_names))
             except FacerunError as e:
                 failed = True
                 error_line(e, progress.console if progress is not None else err)
@@ -109,19 +137,22 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
         finish(False)
 
 
-def _table(result: dict):
+def _table(result: dict, landmark_names: tuple[str, ...]):
     faces = result["faces"]
     title = (f"{result['image']}  {result['width']}x{result['height']}  "
-             f"{len(faces)} face{'s' if len(faces) != 1 else ''}  {result['ms']:.0f} ms ({result['device']})")
+             f"{len(faces)} face{'s' if len(faces) != 1 else ''}  {result['ms']:.0f} ms ({result['family']}, "
+             f"{result['device']})")
     if not faces:
         return Text(title)
     table = Table(title=Text(title), title_justify="left")
     for name in ("#", "score", "x", "y", "w", "h"):
         table.add_column(name, justify="right")
-    table.add_column("landmarks: eye R, eye L, nose, mouth R, mouth L")
+    if landmark_names:
+        table.add_column("landmarks: " + ", ".join(landmark_names))
     for i, face in enumerate(faces, 1):
-        marks = "  ".join(f"({x:.0f},{y:.0f})" for x, y in face["landmarks"])
-        table.add_row(str(i), f"{face['score']:.3f}", *(f"{v:.1f}" for v in face["box"]), marks)
+        marks = "  ".join(f"({x:.0f},{y:.0f})" for x, y in face["landmarks"] or ())
+        cells = [str(i), f"{face['score']:.3f}", *(f"{v:.1f}" for v in face["box"])]
+        table.add_row(*cells, *([marks] if landmark_names else []))
     return table
 
 

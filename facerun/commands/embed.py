@@ -28,7 +28,9 @@ def embedder_options(function):
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                      help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
         click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
-                     help="YuNet model used to find the faces. Default: yunet-2023mar."),
+                     help="Detector used to find and align the faces: any family with five landmarks "
+                          "(yunet-2023mar, yunet-2022mar, scrfd-500m, retinaface-mnet025, yolov5n-0.5-face, or a "
+                          "file of those families). Default: yunet-2023mar."),
         click.option("--input-size", default=None, metavar="WxH",
                      help="Pre-processing of an embedder facerun does not know: its input size, e.g. 112x112."),
         click.option("--mean", default=None, metavar="M|R,G,B",
@@ -55,7 +57,7 @@ def make_embedder(model, device, input_size, mean, std, bgr, threshold=None):
 def make_detector(detector_model, device):
     from ..face.detect import Detector
 
-    return Detector(model=detector_model, device=device)
+    return Detector(model=detector_model, device=device, for_alignment=True)
 
 
 @click.command("embed")
@@ -71,7 +73,7 @@ def make_detector(detector_model, device):
 def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, out_path, as_json):
     """Embed the faces in IMAGE files or folders (folders are searched recursively for images).
 
-    Each image's largest face (or, with --all-faces, every face) is found with YuNet, aligned to the ArcFace
+    Each image's largest face (or, with --all-faces, every face) is found by the detector, aligned to the ArcFace
     112x112 five-point template and embedded; vectors are L2-normalised, so a dot product is the cosine
     similarity. An image with no face is reported and skipped; an unreadable file is reported, the rest go on and
     the exit status is 1. Output files are written whole or not at all.

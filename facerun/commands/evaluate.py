@@ -22,7 +22,7 @@ from .detect import detector_options, make_detector
               help="Folder the image names in the ground truth are relative to (WIDER's images/).")
 @detector_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_json):
+def command(gt_file, images_dir, model, device, runtime, score, nms, input_size, top_k, max_side, as_json):
     """Run the detector on every image of a WIDER FACE ground-truth file and score it.
 
     A detection is a true positive when it overlaps a valid face (invalid flag 0) not yet taken by a better-scoring
@@ -41,7 +41,7 @@ def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_
     if missing:
         raise ImageError(f"{len(missing)} of {len(ground_truth)} images of {gt_file} are not under {images_dir} "
                          f"(first: {missing[0]})")
-    detector = make_detector(model, device, score, nms, top_k, max_side)
+    detector = make_detector(model, device, score, nms, top_k, max_side, runtime, input_size)
 
     detections = []
     start = time.perf_counter()
@@ -55,10 +55,13 @@ def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_
     report = evaluate(detections, ground_truth)
     report.update({
         "model": str(detector.model_path),
+        "family": detector.family.name,
+        "runtime": detector.runtime,
         "device": detector.device,
-        "score_threshold": score,
-        "nms_threshold": nms,
+        "score_threshold": detector.score_threshold,
+        "nms_threshold": detector.nms_threshold,
         "max_side": max_side,
+        "input_size": list(detector.family.input_size()) if not detector.family.follows_image else None,
         "seconds": round(time.perf_counter() - start, 2),
     })
 
@@ -66,7 +69,8 @@ def command(gt_file, images_dir, model, device, score, nms, top_k, max_side, as_
         click.echo(json.dumps(report, indent=2))
         return
     table = Table(title=f"{report['images']} images, {report['gt_faces']} valid faces, "
-                        f"{report['detections']} detections ({detector.device}, {report['seconds']:.1f} s)",
+                        f"{report['detections']} detections ({detector.family.title}, score >= "
+                        f"{detector.score_threshold:g}, {detector.device}, {report['seconds']:.1f} s)",
                   title_justify="left")
     for name in ("faces", "GT", "AP", "recall", "precision"):
         table.add_column(name, justify="right" if name != "faces" else "left")

@@ -47,6 +47,8 @@ def _inventory(models_dir) -> dict:
             {
                 "name": model.name,
                 "kind": model.kind,
+                "family": model.family,
+                "license": model.license,
                 "filename": model.filename,
                 "present": hit is not None,
                 "path": str(hit.path) if hit else None,
@@ -74,7 +76,7 @@ def _print_inventory(report: dict) -> None:
     out.print(where)
 
     known = Table(title="Known models", title_justify="left")
-    for column in ("name", "kind", "state", "sha256", "path"):
+    for column in ("name", "kind", "family", "state", "sha256", "path"):
         known.add_column(column, overflow="fold")
     for m in report["models"]:
         if not m["present"]:
@@ -82,8 +84,12 @@ def _print_inventory(report: dict) -> None:
         else:
             state = "present"
             sha = "[green]ok[/green]" if m["sha256_ok"] else "[red]MISMATCH[/red]"
-        known.add_row(m["name"], m["kind"], state, sha, m["path"] or f"[dim]facerun models fetch {m['name']}[/dim]")
+        known.add_row(m["name"], m["kind"], _family_title(m["family"]), state, sha,
+                      m["path"] or f"[dim]facerun models fetch {m['name']}[/dim]")
     out.print(known)
+    for m in report["models"]:
+        if (m["license"] or "").startswith("non-commercial"):
+            out.print(f"{m['name']}: {m['license']}", style="yellow", markup=False)
 
     if report["other_files"]:
         other = Table(title="Other .onnx files (not in the known table)", title_justify="left")
@@ -231,3 +237,14 @@ command.add_command(list_command)
 command.add_command(verify_command)
 command.add_command(fetch_command)
 command.add_command(path_command)
+
+
+def _family_title(family: str | None) -> str:
+    """A detector family's display name (YuNet, SCRFD, ...); the card's family string otherwise."""
+    if not family:
+        return "-"
+    from ..face.families import by_name
+
+    # cards name YuNet's generations (yunet-2023mar); the decoder registry names the family (yunet)
+    found = by_name(family) or by_name(family.split("-")[0])
+    return found.title if found else family

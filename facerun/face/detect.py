@@ -1,14 +1,14 @@
-"""Face detection with YuNet on facerun's own runtime, giving the same faces as OpenCV's cv2.FaceDetectorYN."""
+"""Face detection with any detector family on facerun's runtime; YuNet gives the same faces as cv2.FaceDetectorYN."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from . import yunet
+from . import families, yunet
+from ..errors import InputError, ModelError, UnsupportedOps
+from .faces import Face, rescaled
 from .images import load_image
 
 # YuNet draws boxes as exp(size) * stride around its anchors, and it was trained on 640x640 crops, so a face much
@@ -18,50 +18,57 @@ from .images import load_image
 DEFAULT_MAX_SIDE = 1280
 
 
-@dataclass
-class Face:
-    """One detected face, in the pixel coordinates of the image given to `detect`."""
-
-    score: float
-    box: tuple[float, float, float, float]  # x, y (top-left), width, height
-    landmarks: np.ndarray  # 5x2: right eye, left eye, nose tip, right mouth corner, left mouth corner
-
-    def to_dict(self, digits: int = 2) -> dict:
-        return {
-            "score": round(float(self.score), 4),
-            "box": [round(float(v), digits) for v in self.box],
-            "landmarks": [[round(float(x), digits), round(float(y), digits)] for x, y in self.landmarks],
-        }
+RUNTIMES = ("facerun", "onnxruntime")
 
 
 class Detector:
-    """YuNet (2023mar by default; 2022mar works too) with OpenCV's pre- and post-processing.
+    """A face detector of any family facerun knows (YuNet, SCRFD, RetinaFace, UltraFace, BlazeFace, YOLOv5-face),
+    with that family's own pre-processing and decoding; the family is recognised from the file's graph.
 
     model: None (YuNet 2023mar, found by `facerun.zoo.find`), a path or a known model name.
-    max_side: images whose longer side exceeds it are shrunk first (0 keeps full size); faces come back in the
-    original image's coordinates either way.
+    score, nms: thresholds; None takes the family's own defaults (`Detector.family.score`, `.nms`).
+    max_side: for YuNet, which runs on the photo at its own size: photos whose longer side exceeds it are shrunk
+    first (0 keeps full size). The other families resize every photo into their network's input anyway.
+    runtime: "facerun" (its interpreter, or the GPU per `device`) or "onnxruntime" (the reference oracle, for
+    comparisons and for models using operators facerun does not run yet).
+    for_alignment: refuse, before loading anything, a model whose family gives no five landmarks.
+    input_size: (w, h) of the network input for a file that leaves it free (SCRFD; 640x640 by default).
+    Faces come back in the original photo's coordinates either way.
     """
 
-    def __init__(self, model=None, device: str = "auto", score: float = 0.6, nms: float = 0.3, top_k: int = 5000,
-                 max_side: int = DEFAULT_MAX_SIDE):
-        if not 0.0 <= score <= 1.0:
+    def __init__(self, model=None, device: str = "auto", score: float | None = None, nms: float | None = None,
+                 top_k: int = 5000, max_side: int = DEFAULT_MAX_SIDE, runtime: str = "facerun",
+                 for_alignment: bool = False, input_size: tuple[int, int] | None = None):
+        if score is not None and not 0.0 <= score <= 1.0:
             raise InputError(f"score threshold must be between 0 and 1, not {score}")
-        if not 0.0 <= nms <= 1.0:
+        if nms is not None and not 0.0 <= nms <= 1.0:
             raise InputError(f"NMS threshold must be between 0 and 1, not {nms}")
         if max_side < 0:
             raise InputError(f"max side must be 0 (full size) or a positive number of pixels, not {max_side}")
-        self.score_threshold = float(score)
-        self.nms_threshold = float(nms)
-        self.top_k = int(top_k)
-        self.max_side = int(max_side)
+        if runtime not in RUNTIMES:
+            raise InputError(f"unknown runtime '{runtime}' ({' or '.join(RUNTIMES)})")
         self.card = _card(model)
         self.model_path = self.card.path
-        self.net = _load_net(self.card, device)
-        self.generation = yunet.model_generation(self.net.output_names)
+        self.family = families.family_of(self.model_path)
+        if for_alignment and not self.family.five_points:
+            raise ModelError(self.family.no_five_points_reason())
+        if input_size is not None:
+            self.family.choose_input_size(input_size)
+        self.score_threshold = float(self.family.score if score is None else score)
+        self.nms_threshold = float(self.family.nms if nms is None else nms)
+        self.top_k = int(top_k)
+        self.max_side = int(max_side)
+        self.runtime = runtime
+        self.net = _load_net(self.card, device, runtime, self.family)
 
     @property
     def device(self) -> str:
         return self.net.device
+
+    @property
+    def generation(self) -> str | None:
+        """YuNet's generation (2023mar, 2022mar); None for the other families."""
+        return getattr(self.family, "generation", None)
 
     def detect(self, image, bgr: bool = False) -> list[Face]:
         """Faces in an RGB uint8 HxWx3 array or an image file, best score first.
@@ -73,26 +80,29 @@ class Detector:
             rgb = _checked_rgb(image)
             if bgr:
                 rgb = rgb[:, :, ::-1]
-        small, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
-        rows = self.detect_rows(small)
+        scale_x = scale_y = 1.0
+        if self.family.follows_image:
+            rgb, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
+        blob, frame = self.family.prepare(rgb)
+        outputs = self.net.run(blob)
+        faces = self.family.decode(outputs, frame, self.score_threshold, self.nms_threshold, self.top_k)
         if scale_x != 1.0 or scale_y != 1.0:
-            rows = rows.astype(np.float64)
-            rows[:, 0:14:2] /= scale_x
-            rows[:, 1:14:2] /= scale_y
-        return [
-            Face(score=float(r[yunet.SCORE_COLUMN]), box=tuple(float(v) for v in r[:4]),
-                 landmarks=np.asarray(r[4:14], dtype=np.float32).reshape(5, 2))
-            for r in rows
-        ]
+            faces = [rescaled(face, scale_x, scale_y) for face in faces]
+        return faces
 
     def detect_rows(self, rgb: np.ndarray) -> np.ndarray:
-        """OpenCV's result layout for an image taken as it is (no resizing): N x 15 float32 rows
+        """YuNet only: OpenCV's result layout for an image taken as it is (no resizing): N x 15 float32 rows
         (x, y, w, h, 5 landmarks, score), in cv2.FaceDetectorYN.detect's order."""
-        rgb = _checked_rgb(rgb)
-        blob = yunet.make_blob(rgb)
-        outputs = self.net.run(blob)
-        return yunet.decode(self.generation, outputs, blob.shape[2], blob.shape[3], self.score_threshold,
-                            self.nms_threshold, self.top_k)
+        if not isinstance(self.family, yunet.YuNet):
+            raise ModelError(f"detect_rows gives OpenCV's YuNet rows; {self.family.title} faces come from detect")
+        blob, frame = self.family.prepare(_checked_rgb(rgb))
+        return self.family.decode_rows(self.net.run(blob), frame, self.score_threshold, self.nms_threshold,
+                                       self.top_k)
+
+    def require_five_points(self) -> None:
+        """ModelError (one line) when this detector's faces have no five landmarks to align with."""
+        if not self.family.five_points:
+            raise ModelError(self.family.no_five_points_reason())
 
 
 def _checked_rgb(image) -> np.ndarray:
@@ -112,7 +122,22 @@ def _card(model):
     return identify(default_detector() if model is None else model)
 
 
-def _load_net(card, device: str):
+def _load_net(card, device: str, runtime: str, family):
+    path = card.path
+    if runtime == "onnxruntime":
+        if device == "gpu":
+            raise InputError("--runtime onnxruntime runs on the CPU; use --device cpu or auto")
+        from ..bench.oracle import OracleNet
+
+        return OracleNet(path)
     import facerun
 
-    return facerun.load(card, device=device)
+    try:
+        return facerun.load(card, device=device)
+    except UnsupportedOps as e:
+        # the family's decoder is ready; only the network's operators are missing from facerun's interpreter
+        error = UnsupportedOps(e.ops)
+        message = (f"{path.name} ({family.title}) uses {e}; `--runtime onnxruntime` runs it with onnxruntime "
+                   "until facerun supports them")
+        error.args = (message,)
+        raise error from None

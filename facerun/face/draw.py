@@ -1,4 +1,4 @@
-"""Annotated copies of photos: face boxes, the five landmarks and the score, sized to stay visible on any photo."""
+"""Annotated copies of photos: face boxes, the landmarks and the score, sized to stay visible on any photo."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 BOX_COLOUR = (0, 255, 0)
-# one colour per landmark, in YuNet's order: right eye, left eye, nose tip, right mouth corner, left mouth corner
-LANDMARK_COLOURS = ((255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 0, 255), (0, 255, 255))
+# one colour per landmark, in the families' order: right eye, left eye, nose tip, right mouth corner (BlazeFace: mouth
+# centre), left mouth corner (BlazeFace: right ear), and BlazeFace's left ear
+LANDMARK_COLOURS = ((255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 0, 255), (0, 255, 255), (255, 255, 0))
 
 
 def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
@@ -22,7 +23,8 @@ def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
     for face in faces:
         x, y, w, h = (float(v) for v in face.box)
         draw.rectangle([x, y, x + w, y + h], outline=BOX_COLOUR, width=line)
-        for (px, py), colour in zip(np.asarray(face.landmarks, dtype=float), LANDMARK_COLOURS):
+        marks = () if face.landmarks is None else np.asarray(face.landmarks, dtype=float)
+        for (px, py), colour in zip(marks, LANDMARK_COLOURS):
             draw.ellipse([px - radius, py - radius, px + radius, py + radius], fill=colour)
         label = f"{face.score:.2f}"
         left, top, right, bottom = draw.textbbox((0, 0), label, font=font)

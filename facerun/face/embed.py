@@ -227,6 +227,9 @@ class Embedder:
             from .detect import Detector
 
             detector = Detector(device=self.requested_device)
+        require = getattr(detector, "require_five_points", None)
+        if require is not None:
+            require()  # before any work: a detector without five landmarks cannot feed the alignment
         timing = timing if timing is not None else Timing()
         records: list[FaceEmbedding] = []
         pending: list[tuple[FaceEmbedding, np.ndarray]] = []

@@ -16,6 +16,8 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ModelError
+from .faces import FIVE_POINTS, Face
+from .family import Family, Frame
 
 PAD_DIVISOR = 32  # OpenCV pads the image bottom/right to a multiple of this before the forward pass
 STRIDES = (8, 16, 32)
@@ -234,3 +236,43 @@ def decode(generation: str, outputs: dict, pad_h: int, pad_w: int, score_thresho
     decoder = decode_2023 if generation == GENERATION_2023 else decode_2022
     faces = decoder(outputs, pad_h, pad_w, score_threshold)
     return suppress(faces, score_threshold, nms_threshold, top_k)
+
+
+_decode_rows = decode
+
+
+class YuNet(Family):
+    """YuNet as a detector family: the photo at its own size (padded), OpenCV's decoding and NMS."""
+
+    name = "yunet"
+    title = "YuNet"
+    score = 0.6
+    nms = 0.3
+    landmark_names = FIVE_POINTS
+    follows_image = True
+
+    def __init__(self, graph):
+        super().__init__(graph)
+        self.generation = model_generation(graph.output_names)
+        self.title = f"YuNet {self.generation}"
+
+    @classmethod
+    def matches(cls, graph) -> bool:
+        names = set(graph.output_names)
+        return set(OUTPUTS_2023) <= names or set(OUTPUTS_2022) <= names
+
+    def prepare(self, rgb):
+        blob = make_blob(rgb)
+        height, width = rgb.shape[:2]
+        return blob, Frame(1.0, 1.0, 0, 0, width, height, blob.shape[3], blob.shape[2])
+
+    def decode_rows(self, outputs, frame, score, nms, top_k) -> np.ndarray:
+        """OpenCV's N x 15 rows, in cv2.FaceDetectorYN.detect's order."""
+        return _decode_rows(self.generation, outputs, frame.input_height, frame.input_width, score, nms, top_k)
+
+    def decode(self, outputs, frame, score, nms, top_k):
+        return [
+            Face(score=float(r[SCORE_COLUMN]), box=tuple(float(v) for v in r[:4]),
+                 landmarks=np.asarray(r[4:14], dtype=np.float32).reshape(5, 2))
+            for r in self.decode_rows(outputs, frame, score, nms, top_k)
+        ]

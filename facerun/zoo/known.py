@@ -33,6 +33,7 @@ class KnownModel:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     threshold: float | None = None  # cosine match threshold (embedders); its source is in `notes`
     dim: int | None = None  # embedding length (embedders)
+    license: str | None = None  # of the weights, as the source states it
 
 
 KNOWN: tuple[KnownModel, ...] = (
@@ -48,6 +49,7 @@ KNOWN: tuple[KnownModel, ...] = (
         "82b38c8f98e7b52aa171400f3e4c722352d0669f/models/face_detection_yunet/face_detection_yunet_2023mar.onnx",
         notes="YuNet v2 (yunet_s), OpenCV Zoo, MIT; BGR raw 0..255, pad to a multiple of 32; outputs cls/obj/bbox/kps",
         family="yunet-2023mar",
+        license="MIT",
     ),
     KnownModel(
         name="yunet-2022mar",
@@ -60,6 +62,7 @@ KNOWN: tuple[KnownModel, ...] = (
         "c71f7a40d34cd3830086ee9b7a01174e013ad42a/models/face_detection_yunet/face_detection_yunet_2022mar.onnx",
         notes="YuNet v1 (prior-box head), OpenCV Zoo, MIT; BGR raw 0..255; outputs loc/conf/iou decoded with priors",
         family="yunet-2022mar",
+        license="MIT",
     ),
     KnownModel(
         name="sface-2021dec",
@@ -76,6 +79,7 @@ KNOWN: tuple[KnownModel, ...] = (
         "cosine threshold 0.363 is OpenCV's (opencv_zoo sface.py)",
         dim=128,
         family="arcface-style",
+        license="Apache-2.0",
     ),
     KnownModel(
         name="auraface-v1",
@@ -93,6 +97,7 @@ KNOWN: tuple[KnownModel, ...] = (
         "threshold 0.30 is a facerun default (fal publishes none), not yet calibrated",
         dim=512,
         family="arcface-style",
+        license="Apache-2.0",
     ),
     KnownModel(
         name="mobilefacenet",
@@ -112,8 +117,105 @@ KNOWN: tuple[KnownModel, ...] = (
         "threshold 0.35 is a facerun default from the shared photos (87 faces: TAR 1.0, FAR 0.25%), to be recalibrated",
         dim=128,
         family="arcface-style",
+        license="Apache-2.0",
     ),
 )
+
+def _raw(repo: str, commit: str, path: str) -> str:
+    """The download address of a file committed as a plain git blob (not LFS)."""
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+# More detector families. Sources and licences as recorded in the shared models' MODELS.md (repo @ commit : path).
+_DETECTORS = (
+    KnownModel(
+        name="scrfd-500m",
+        filename="det_500m.onnx",
+        sha256="5e4447f50245bbd7966bd6c0fa52938c61474a04ec7def48753668a9d8b4ea3a",
+        size=2_524_817,
+        kind="detector",
+        input_size=None,
+        rgb=True,
+        mean=(127.5, 127.5, 127.5),
+        std=(128.0, 128.0, 128.0),
+        threshold=None,
+        url=_raw("yukkki7/FaceAnalysisApp", "d4126572f7642f97f903cfab7ab73f67e99622db", "models/scrfd_500m.onnx"),
+        notes="SCRFD-500M with 5 keypoints, insightface's buffalo_s/buffalo_sc detector (the official file); any input "
+        "size, run at 640x640; insightface pretrained weights are for non-commercial research only",
+        family="scrfd",
+        license="non-commercial research only (insightface pretrained models)",
+    ),
+    KnownModel(
+        name="retinaface-mnet025",
+        filename="retinaface_mnet025.onnx",
+        sha256="e0e19bad8494b3f7a7edb39a90194ff055923e13a3453569a454386f857fe538",
+        size=1_729_306,
+        kind="detector",
+        input_size=(640, 640),
+        rgb=False,
+        mean=(104.0, 117.0, 123.0),
+        std=(1.0, 1.0, 1.0),
+        threshold=None,
+        url=_raw("kgzhwang/Pytorch_Retinaface", "6e724185520256cfa136feb4910203b1f55c5274", "FaceDetector.onnx"),
+        notes="RetinaFace MobileNet-0.25 (biubug6/Pytorch_Retinaface weights), opset 17, fixed 640x640; BGR minus "
+        "(104,117,123); priors with variances 0.1/0.2, 5 landmarks",
+        family="retinaface",
+        license="MIT",
+    ),
+    KnownModel(
+        name="ultraface-rfb320",
+        filename="ultraface_RFB-320.onnx",
+        sha256="34cd7e60aeff28744c657de7a3dc64e872d506741de66987f3426f2b79f88017",
+        size=1_270_727,
+        kind="detector",
+        input_size=(320, 240),
+        rgb=True,
+        mean=(127.0, 127.0, 127.0),
+        std=(128.0, 128.0, 128.0),
+        threshold=None,
+        url=_raw("Linzaer/Ultra-Light-Fast-Generic-Face-Detector-1MB", "dffdddda9794a50607cba8f318507a28c1c27cab",
+                 "models/onnx/version-RFB-320.onnx"),
+        notes="Ultra-Light-Fast-Generic-Face-Detector-1MB, RFB 320x240 (the official file); boxes decoded in the "
+        "graph (uses Exp), no landmarks",
+        family="ultraface",
+        license="MIT",
+    ),
+    KnownModel(
+        name="blazeface-front128",
+        filename="blazeface_front128.onnx",
+        sha256="e7c7edca3ecc7e76a89f902135e42bbc89daa1e82d9f22c53021c7df5b1d0695",
+        size=418_815,
+        kind="detector",
+        input_size=(128, 128),
+        rgb=True,
+        mean=(127.5, 127.5, 127.5),
+        std=(127.5, 127.5, 127.5),
+        threshold=None,
+        url=_raw("759401524/MediaPipePyTorch", "4b8d6735de3ad86b2ad95e1d56ebcc030674034d", "blazeface.onnx"),
+        notes="MediaPipe BlazeFace, front camera 128x128, via a PyTorch port, opset 10 (uses Pad); 896 SSD anchors, "
+        "6 keypoints (no mouth corners), weighted NMS",
+        family="blazeface",
+        license="Apache-2.0",
+    ),
+    KnownModel(
+        name="yolov5n-0.5-face",
+        filename="yolov5n-0.5-face.onnx",
+        sha256="7da50650e16167e93acf24caf01f15f2922ecf168c884f2825a3c95479f8687d",
+        size=1_809_111,
+        kind="detector",
+        input_size=(640, 640),
+        rgb=True,
+        mean=(0.0, 0.0, 0.0),
+        std=(255.0, 255.0, 255.0),
+        threshold=None,
+        url=_raw("dominhhieu1019/yolov5-face", "29a8e9d80252594c623a54b1e3d492e2e9e9570d", "weights/yolov5n-0.5.onnx"),
+        notes="YOLOv5-face n-0.5 (deepcam-cn), raw heads, fixed 640x640; letterbox, RGB / 255, 5 landmarks",
+        family="yolov5-face",
+        license="GPL-3.0",
+    ),
+)
+
+KNOWN = KNOWN + _DETECTORS
 
 _BY_SHA = {m.sha256: m for m in KNOWN if m.sha256}
 
