@@ -353,7 +353,7 @@ def test_cli_list_json(tmp_path):
     assert not state["auraface-v1"]["present"] and state["auraface-v1"]["path"] is None
     assert state["scrfd-500m"]["family"] == "scrfd" and state["scrfd-500m"]["present"]
     assert state["scrfd-500m"]["license"].startswith("non-commercial")
-    assert state["mobilefacenet"]["family"] is None
+    assert state["mobilefacenet"]["family"] == "arcface-style"
 
 
 @needs_shared
