@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import real_model
 
 from facerun.cli import main
 from facerun.errors import InputError, ModelError, UnsupportedOps
@@ -22,6 +21,8 @@ from facerun.face.faces import BLAZEFACE_POINTS, FIVE_POINTS, Face
 from facerun.face.family import letterbox, nms
 from facerun.face.images import load_image
 from facerun.zoo.known import by_name
+
+from conftest import real_model
 
 pytest.importorskip("onnxruntime")
 
@@ -190,7 +191,7 @@ def test_faces_are_sensible_and_landmarks_lie_in_their_boxes(family_faces, refer
         for face in found[path]:
             total += 1
             x, y, w, h = face.box
-            assert 0 <= x and 0 <= y and x + w <= width + 1e-3 and y + h <= height + 1e-3 and w > 4 and h > 4
+            assert x >= 0 and y >= 0 and x + w <= width + 1e-3 and y + h <= height + 1e-3 and w > 4 and h > 4
             assert detector.score_threshold <= face.score <= 1.0
             if count == 0:
                 assert face.landmarks is None

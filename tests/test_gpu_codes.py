@@ -9,13 +9,14 @@ from importlib import resources
 
 import numpy as np
 import pytest
-from gpu_fixtures import Builder, close
 
 from facerun import cpu
 from facerun import program as P
 from facerun.gpu import kernels as K
 from facerun.gpu.lower import lower
 from facerun.gpu.plan import TILES, Limits, PlanError
+
+from gpu_fixtures import Builder, close
 
 SOURCES = {p.name: p.read_text(encoding="utf-8") for p in resources.files("facerun.shaders").iterdir()
            if p.name.endswith(".wgsl")}

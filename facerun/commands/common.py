@@ -87,16 +87,16 @@ def allow_software_option(hidden: bool = False):
 # ------------------------------------------------------------------------------------------------- parsing
 
 
-def parse_size(text: str | None) -> tuple[int, int] | None:
-    """'640x480' -> (640, 480) as width, height."""
+def parse_size(text: str | None, option: str = "--size") -> tuple[int, int] | None:
+    """'640x480' -> (640, 480) as width, height; `option` names the argument in the message."""
     if not text:
         return None
     try:
         w, h = (int(v) for v in text.lower().replace("*", "x").split("x"))
     except ValueError:
-        raise InputError(f"--size must look like 640x480 (width x height), got '{text}'") from None
+        raise InputError(f"{option} must look like 640x480 (width x height), got '{text}'") from None
     if w <= 0 or h <= 0:
-        raise InputError(f"--size must be positive, got '{text}'")
+        raise InputError(f"{option} must be positive, got '{text}'")
     return w, h
 
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from ..errors import FacerunError, ImageError, InputError
 from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..io import atomic_write, check_output_file, check_output_folder
-from .common import err, error_line, finish, out, progress_bar
+from .common import err, error_line, finish, out, parse_size, progress_bar
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
 
@@ -59,18 +59,7 @@ def detector_options(function):
 
 def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun", input_size=None) -> Detector:
     return Detector(model=model, device=device, score=score, nms=nms, top_k=top_k, max_side=max_side,
-                    runtime=runtime, input_size=_input_size(input_size))
-
-
-def _input_size(text: str | None) -> tuple[int, int] | None:
-    """'1024x768' -> (1024, 768) as width, height."""
-    if not text:
-        return None
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise InputError(f"--input-size must look like 640x640 (width x height), got '{text}'") from None
-    return w, h
+                    runtime=runtime, input_size=parse_size(input_size, "--input-size"))
 
 
 @click.command("detect")

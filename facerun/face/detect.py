@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import families, yunet
 from ..errors import InputError, ModelError, UnsupportedOps
+from . import families, yunet
 from .faces import Face, rescaled
 from .images import load_image
 

@@ -15,6 +15,7 @@ name, so a renamed or re-exported file still works and a file of another kind is
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from ..errors import ModelError
@@ -42,10 +43,9 @@ def read_graph(path) -> Graph:
     graph = model.graph
     if any(not o.type.tensor_type.shape.dim for o in graph.output):
         # an export that left its output shapes out: ONNX's shape inference usually recovers them
-        try:
+        # where it cannot, the family check reports the outputs as they are
+        with contextlib.suppress(onnx.shape_inference.InferenceError, ValueError, RuntimeError):
             graph = onnx.shape_inference.infer_shapes(model).graph
-        except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
-            pass  # then the family check reports the outputs as they are
     initializers = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in initializers]
     if not inputs:

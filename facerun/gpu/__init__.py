@@ -31,8 +31,8 @@ from .device import (
     gpu_available,
     inject_failure,
 )
-from .pace import set_pace
 from .model import DoesNotFit, GpuModel
+from .pace import set_pace
 
 __all__ = [
     "CheckedGpu",

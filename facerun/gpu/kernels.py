@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from .plan import FLAT, ConvPlan, GemmPlan, Tile
@@ -38,7 +38,7 @@ def code_name(prefix: str, kind: str | None) -> str:
     return f"{prefix}_{'NONE' if kind is None else kind.upper()}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def constants() -> str:
     """The WGSL constants every module starts with: the op codes and FLAT (plan.FLAT, the threads of a
     one-thread-per-value kernel)."""
@@ -100,7 +100,7 @@ def expand_preambles(text: str) -> str:
     return "\n".join(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def source_text(name: str) -> str:
     return resources.files("facerun.shaders").joinpath(name).read_text(encoding="utf-8")
 
@@ -132,12 +132,12 @@ class Kernel:
         parts.append(body)
         return "\n".join(parts)
 
-    def params(self) -> "ParamLayout":
+    def params(self) -> ParamLayout:
         return _layout_of(self)
 
 
-@lru_cache(maxsize=None)
-def _layout_of(kernel: Kernel) -> "ParamLayout":
+@cache
+def _layout_of(kernel: Kernel) -> ParamLayout:
     return param_layout(kernel.code())
 
 
