@@ -222,3 +222,17 @@ def test_a_replica_database_reopens_its_model_by_name(tmp_path, yunet_cpu):
     r = run("search", FACES / "lennon" / "lennon-1.jpg", "--db", db, "--device", "cpu", "--json")
     assert r.exit_code == 0, r.output
     assert Path(json.loads(r.stdout)[0]["image"]).name == "lennon-1.jpg"
+
+
+def test_stored_faces_are_read_again_only_after_a_change(tmp_path, faces_db):
+    db = copy_db(faces_db, tmp_path / "faces.db")
+    with FaceIndex(db) as index:
+        first = index.faces()
+        assert index.faces() is first
+        with sqlite3.connect(db) as other:  # another connection deletes a photo: its faces go too (cascade)
+            other.execute("PRAGMA foreign_keys=ON")
+            other.execute("DELETE FROM photos WHERE path LIKE '%/group/insightface_t1.jpg'")
+        second = index.faces()
+        assert len(second) == len(first) - 6
+        index.conn.execute("DELETE FROM faces WHERE id = ?", (int(second.ids[0]),))  # and a change of our own
+        assert len(index.faces()) == len(second) - 1

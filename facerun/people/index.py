@@ -322,7 +322,20 @@ class FaceIndex:
 
     # ------------------------------------------------------------------------------------------------- reads
     def faces(self, largest_per_photo: bool = False) -> StoredFaces:
-        """Every stored face (or only each photo's largest), with its embedding, in face-id order."""
+        """Every stored face (or only each photo's largest), with its embedding, in face-id order.
+
+        Reading the blobs is the slow part of a search (seconds for 100k faces), so the result is kept until the
+        database changes: `data_version` moves when another connection commits, `total_changes` on our own."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        key = (largest_per_photo, version, self.conn.total_changes)
+        cached = getattr(self, "_faces_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        stored = self._read_faces(largest_per_photo)
+        self._faces_cache = (key, stored)
+        return stored
+
+    def _read_faces(self, largest_per_photo: bool) -> StoredFaces:
         query = ("SELECT f.id, f.photo_id, p.path, f.x, f.y, f.w, f.h, f.embedding, f.cluster "
                  "FROM faces f JOIN photos p ON p.id = f.photo_id")
         if largest_per_photo:
