@@ -226,3 +226,70 @@ def test_real_exports_match_onnxruntime(device, name):
     for out in net.output_names:
         d = compare(out, got[out], want[out])
         assert d.max_abs <= 1e-4 * max(1.0, d.range), f"{out}: {d}"
+
+
+# -------------------------------------------------------------------------------------- model-local functions
+
+TORCH_LIB = "pkg.onnxscript.torch_lib"
+
+
+def _ref(name: str, refers_to: str):
+    """A node attribute `name` that takes the enclosing function's attribute `refers_to`."""
+    from onnx import AttributeProto
+
+    a = AttributeProto()
+    a.name, a.ref_attr_name, a.type = name, refers_to, AttributeProto.FLOAT
+    return a
+
+
+def _functions():
+    """aten_leaky_relu(X; negative_slope=0.01) and aten_block(X; slope) = leaky(leaky(X * k, slope), slope) + X, with
+    k a Constant inside the body: nesting, attribute references with and without a default, scoped inner names."""
+    inner = helper.make_node("LeakyRelu", ["self"], ["result"])
+    inner.attribute.append(_ref("alpha", "negative_slope"))
+    leaky = helper.make_function(TORCH_LIB, "aten_leaky_relu", ["self"], ["result"], [inner],
+                                 [helper.make_opsetid("", 18)], attributes=[])
+    leaky.attribute_proto.append(helper.make_attribute("negative_slope", 0.01))
+    body = [
+        helper.make_node("Constant", [], ["k"], value_float=1.5),
+        helper.make_node("Mul", ["X", "k"], ["scaled"]),
+        helper.make_node("aten_leaky_relu", ["scaled"], ["act"], domain=TORCH_LIB),
+        helper.make_node("aten_leaky_relu", ["act"], ["act2"], domain=TORCH_LIB),
+        helper.make_node("Add", ["act2", "X"], ["Y"]),
+    ]
+    for node in body[2:4]:
+        node.attribute.append(_ref("negative_slope", "slope"))
+    block = helper.make_function(TORCH_LIB, "aten_block", ["X"], ["Y"], body,
+                                 [helper.make_opsetid("", 18), helper.make_opsetid(TORCH_LIB, 1)], attributes=["slope"])
+    return [leaky, block]
+
+
+def test_local_functions_are_inlined(tmp_path, device):
+    nodes = [helper.make_node("aten_block", ["x"], ["b1"], domain=TORCH_LIB, slope=0.3),
+             helper.make_node("aten_block", ["b1"], ["b2"], domain=TORCH_LIB),  # slope unset: the inner default
+             helper.make_node("aten_leaky_relu", ["b2"], ["y0"], domain=TORCH_LIB, negative_slope=0.5)]
+    model = model_of(nodes, opset=18, functions=_functions(), extra_opsets=[(TORCH_LIB, 1)])
+    net = check(tmp_path, model, r(2, 3, 5, 4, lo=-3, hi=3), device)
+    alphas = sorted(round(s.act.alpha, 6) for s in net.program((2, 3, 5, 4)).steps if s.op == "Unary")
+    assert alphas == [0.01, 0.01, 0.3, 0.3, 0.5]
+
+
+def test_a_function_calling_itself_is_refused_in_one_line(tmp_path):
+    from facerun.errors import ModelError
+
+    loop = helper.make_function(TORCH_LIB, "again", ["X"], ["Y"],
+                                [helper.make_node("again", ["X"], ["Y"], domain=TORCH_LIB)], [helper.make_opsetid("", 18)],
+                                attributes=[])
+    model = model_of([helper.make_node("again", ["x"], ["y0"], domain=TORCH_LIB)], opset=18, functions=[loop],
+                     extra_opsets=[(TORCH_LIB, 1)])
+    with pytest.raises(ModelError, match="calls itself"):
+        load(save(model, tmp_path / "m.onnx"))
+
+
+def test_zero_spatial_padding_goes_into_the_next_convolution(tmp_path, device):
+    nodes = [helper.make_node("Pad", ["x", "p"], ["padded"]),
+             helper.make_node("Conv", ["padded", "w"], ["y0"], strides=[2, 2], group=3)]
+    inits = {"p": np.array([0, 0, 0, 1, 0, 0, 2, 2], np.int64), "w": r(3, 1, 3, 3)}
+    net = check(tmp_path, model_of(nodes, inits, x_shape=(1, 3, 9, 8)), r(1, 3, 9, 8), device)
+    steps = net.program((1, 3, 9, 8)).steps
+    assert [s.op for s in steps] == ["Conv"] and steps[0].pads == (0, 1, 2, 2)

@@ -68,8 +68,8 @@ def Pad(ctx, x, pads_in=None, constant_value=None, axes_in=None, *, mode="consta
         fill, axes = float(value), None
     else:
         widths = ctx.const(pads_in, "pads")
-        fill = 0.0 if constant_value is None else np.asarray(ctx.const(constant_value, "constant_value")).reshape(-1)
-        fill = float(fill[0]) if np.size(fill) else 0.0
+        given = np.asarray(ctx.const(constant_value, "constant_value") if constant_value is not None else [])
+        fill = float(given.reshape(-1)[0]) if given.size else 0.0
         axes = None if axes_in is None else S.ints(ctx.const(axes_in, "axes"))
     if widths is None:
         ctx.refuse("no pads")
