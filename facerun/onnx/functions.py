@@ -59,9 +59,7 @@ def _body(fn, call, scope: str) -> list:
     defaults = {a.name: a for a in fn.attribute_proto}
 
     def bind(name: str) -> str:
-        if not name:
-            return ""
-        return names[name] if name in names else f"{scope}/{name}"
+        return names.get(name, f"{scope}/{name}") if name else ""
 
     nodes = []
     for i, inner in enumerate(fn.node):
