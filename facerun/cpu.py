@@ -36,6 +36,15 @@ def activate(x: np.ndarray, act: P.Activation | None, out: np.ndarray | None = N
     if k == "prelu":
         slope = act.slope.reshape((1, -1) + (1,) * (x.ndim - 2))
         return np.where(x < 0, x * slope, x).astype(np.float32, copy=False)
+    if k == "exp":
+        with np.errstate(over="ignore"):
+            return np.exp(x, dtype=np.float32)
+    if k == "sqrt":
+        with np.errstate(invalid="ignore"):
+            return np.sqrt(x, dtype=np.float32)
+    if k in ("hardsigmoid", "hardswish"):
+        gate = np.clip(x * np.float32(act.alpha) + np.float32(act.lo), 0, 1).astype(np.float32)
+        return gate if k == "hardsigmoid" else x * gate
     raise ValueError(f"unknown activation {k}")
 
 
@@ -170,6 +179,8 @@ def _integer_binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
     if kind == "div":
         q, r = np.divmod(a, b)
         return q + ((r != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+    if kind == "pow":
+        return np.power(a, b)
     raise ValueError(f"integer {kind}")
 
 
@@ -185,9 +196,51 @@ def binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
     if kind == "div":
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.divide(a, b, dtype=np.float32)
+    if kind == "pow":
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return np.power(a, b, dtype=np.float32)
     if kind == "prelu":
         return np.where(a < 0, a * b, a).astype(np.float32)
     raise ValueError(kind)
+
+
+_NUMPY_PAD = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def pad(x: np.ndarray, st: P.Pad) -> np.ndarray:
+    """Interior padding first (spreading the elements apart), then the crops, then the outer padding."""
+    fill = np.asarray(st.value, dtype=x.dtype)
+    if any(st.interior):
+        spread = np.full([(d - 1) * (g + 1) + 1 if d else 0 for d, g in zip(x.shape, st.interior)], fill, x.dtype)
+        spread[tuple(slice(None, None, g + 1) for g in st.interior)] = x
+        x = spread
+    crop = tuple(slice(-min(b, 0), d + min(a, 0)) for b, a, d in zip(st.before, st.after, x.shape))
+    x = x[crop]
+    widths = [(max(b, 0), max(a, 0)) for b, a in zip(st.before, st.after)]
+    if st.mode == "constant":
+        return np.pad(x, widths, constant_values=fill)
+    return np.pad(x, widths, mode=_NUMPY_PAD[st.mode])
+
+
+def reduce(x: np.ndarray, st: P.Reduce) -> np.ndarray:
+    v = x.reshape(st.outer, st.n, st.inner)
+    k = st.kind
+    if k in ("max", "min"):
+        return (v.max(axis=1) if k == "max" else v.min(axis=1)) if st.n else np.full((st.outer, st.inner), np.nan)
+    if k == "mean":
+        return v.mean(axis=1, dtype=np.float64).astype(np.float32)
+    if k == "l1":
+        v = np.abs(v)
+    elif k in ("l2", "sumsquare"):
+        v = np.square(v, dtype=np.float64)
+    total = v.sum(axis=1, dtype=np.float64)
+    return (np.sqrt(total) if k == "l2" else total).astype(x.dtype if x.dtype.kind in "iu" else np.float32)
+
+
+def linear_resize(x: np.ndarray, st: P.LinearResize) -> np.ndarray:
+    wy = st.wy.reshape(-1, 1)
+    rows = x[:, :, st.y0] * (1 - wy) + x[:, :, st.y1] * wy
+    return (rows[:, :, :, st.x0] * (1 - st.wx) + rows[:, :, :, st.x1] * st.wx).astype(np.float32)
 
 
 def run_step(st: P.Step, args: list[np.ndarray], out_shape, threads: int | None = None) -> np.ndarray:
@@ -226,6 +279,12 @@ def run_step(st: P.Step, args: list[np.ndarray], out_shape, threads: int | None 
         return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)
     if isinstance(st, P.Resize):
         return np.ascontiguousarray(args[0][:, :, st.src_y][:, :, :, st.src_x])
+    if isinstance(st, P.LinearResize):
+        return linear_resize(args[0], st)
+    if isinstance(st, P.Pad):
+        return pad(args[0], st)
+    if isinstance(st, P.Reduce):
+        return reduce(args[0], st).reshape(out_shape)
     if isinstance(st, P.Concat):
         return np.concatenate(args, axis=st.axis)
     if isinstance(st, P.Softmax):

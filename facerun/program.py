@@ -46,7 +46,8 @@ class Value:
 class Activation:
     """An elementwise function applied in a step's epilogue (or alone, as a `Unary` step).
 
-    kind: "relu", "sigmoid", "clip" (lo, hi), "leaky" (alpha), "prelu" (slope: one per channel, axis 1).
+    kind: "relu", "sigmoid", "clip" (lo, hi), "leaky" (alpha), "prelu" (slope: one per channel, axis 1), "exp",
+    "sqrt", "hardsigmoid" (max(0, min(1, alpha * x + lo))), "hardswish" (x * hardsigmoid with alpha 1/6, lo 1/2).
     """
 
     kind: str
@@ -60,6 +61,8 @@ class Activation:
             return f"clip[{self.lo:g},{self.hi:g}]"
         if self.kind == "leaky":
             return f"leaky({self.alpha:g})"
+        if self.kind == "hardsigmoid":
+            return f"hardsigmoid({self.alpha:g},{self.lo:g})"
         return self.kind
 
 
@@ -180,7 +183,7 @@ class Unary(Step):
 
 @dataclass(eq=False)
 class Binary(Step):
-    """out = a (op) b with numpy broadcasting; op is "add", "sub", "mul", "div" or "prelu" (b the slope)."""
+    """out = a (op) b with numpy broadcasting; op is "add", "sub", "mul", "div", "pow" or "prelu" (b the slope)."""
 
     a: int
     b: int
@@ -253,6 +256,65 @@ class Resize(Step):
     @property
     def reads(self):
         return (self.x,)
+
+
+@dataclass(eq=False)
+class LinearResize(Step):
+    """Bilinear resize of H and W: each output row (column) blends two source rows (columns), y0/y1 with weight wy
+    on y1 (x0/x1, wx likewise); the maps are resolved ahead from ONNX's coordinate transformation."""
+
+    x: int
+    y0: np.ndarray  # int32, len = out H
+    y1: np.ndarray
+    wy: np.ndarray  # float32, len = out H
+    x0: np.ndarray  # int32, len = out W
+    x1: np.ndarray
+    wx: np.ndarray
+
+    @property
+    def reads(self):
+        return (self.x,)
+
+    @property
+    def op(self):
+        return "Resize"
+
+
+@dataclass(eq=False)
+class Pad(Step):
+    """Padding on every axis: `before`/`after` elements (negative ones crop), `interior` elements of `value` between
+    neighbours (ConvTranspose's stride), mode "constant" (value), "reflect", "edge" or "wrap"."""
+
+    x: int
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    mode: str = "constant"
+    value: float = 0.0
+    interior: tuple[int, ...] = ()
+
+    @property
+    def reads(self):
+        return (self.x,)
+
+
+@dataclass(eq=False)
+class Reduce(Step):
+    """A reduction over the middle of x's shape seen as (outer, n, inner): "sum", "mean", "max", "min", "l1", "l2" or
+    "sumsquare"; out holds outer * inner values."""
+
+    x: int
+    kind: str
+    outer: int
+    n: int
+    inner: int
+
+    @property
+    def reads(self):
+        return (self.x,)
+
+    @property
+    def op(self):
+        return "Reduce" + {"l1": "L1", "l2": "L2", "sumsquare": "SumSquare"}.get(self.kind, self.kind.capitalize())
 
 
 @dataclass(eq=False)

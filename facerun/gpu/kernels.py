@@ -28,10 +28,13 @@ UNIFORM_SLOT = 256  # bytes per dispatch's parameters (and the uniform offset al
 # ------------------------------------------------------------------------------------------------ op codes
 
 # The numbers the host packs into Params and the kernels switch on; WGSL names them PREFIX_KIND (ACT_RELU, OP_ADD).
-ACT_CODES = {None: 0, "relu": 1, "sigmoid": 2, "clip": 3, "leaky": 4, "prelu": 5}  # P.Activation kinds; None: none
-BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "prelu": 4}  # P.Binary kinds
+ACT_CODES = {None: 0, "relu": 1, "sigmoid": 2, "clip": 3, "leaky": 4, "prelu": 5, "exp": 6, "sqrt": 7,
+             "hardsigmoid": 8, "hardswish": 9}  # P.Activation kinds; None: none
+BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "prelu": 4, "pow": 5}  # P.Binary kinds
 POOL_CODES = {"max": 0, "avg": 1}  # P.Pool kinds
-CODE_TABLES = {"ACT": ACT_CODES, "OP": BINARY_CODES, "POOL": POOL_CODES}
+PAD_CODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # P.Pad modes
+REDUCE_CODES = {"sum": 0, "mean": 1, "max": 2, "min": 3, "l1": 4, "l2": 5, "sumsquare": 6}  # P.Reduce kinds
+CODE_TABLES = {"ACT": ACT_CODES, "OP": BINARY_CODES, "POOL": POOL_CODES, "PAD": PAD_CODES, "RED": REDUCE_CODES}
 
 
 def code_name(prefix: str, kind: str | None) -> str:
@@ -229,6 +232,10 @@ GLOBAL_AVG = Kernel("gavg.wgsl")
 RESIZE = Kernel("resize.wgsl")
 SOFTMAX = Kernel("softmax.wgsl")
 MATMUL = Kernel("matmul.wgsl")
+
+PAD = Kernel("pad.wgsl")
+REDUCE = Kernel("reduce.wgsl")
+LINEAR_RESIZE = Kernel("resize_linear.wgsl")
 
 
 # ------------------------------------------------------------------------------------------ parameter packing

@@ -251,6 +251,46 @@ class _Lowering:
         p = dict(total=total, h=xs[-2], w=xs[-1], oh=shape[-2], ow=shape[-1])
         self._flat(K.RESIZE, total, p, [self._read(st.x), self._const("resize maps", maps.astype(np.uint32))], out)
 
+    def _linear_resize(self, st: P.LinearResize, out) -> None:
+        xs = self.prog.values[st.x].shape
+        shape = self.prog.values[st.out].shape
+        maps = np.concatenate([np.asarray(m, np.int64) for m in (st.y0, st.y1, st.x0, st.x1)])
+        if maps.size and (maps.min() < 0 or max(st.y0.max(), st.y1.max()) >= xs[-2]
+                          or max(st.x0.max(), st.x1.max()) >= xs[-1]):
+            raise PlanError("a resize index map points outside its input")
+        weights = np.concatenate([np.asarray(st.wy, np.float32), np.asarray(st.wx, np.float32)])
+        total = prod(shape)
+        p = dict(total=total, h=xs[-2], w=xs[-1], oh=shape[-2], ow=shape[-1])
+        reads = [self._read(st.x), self._const("resize maps", maps.astype(np.uint32)),
+                 self._const("resize weights", weights)]
+        self._flat(K.LINEAR_RESIZE, total, p, reads, out)
+
+    def _pad(self, st: P.Pad, out) -> None:
+        xs = self.prog.values[st.x].shape
+        shape = self.prog.values[st.out].shape
+        rank = len(shape)
+        if rank > 6:
+            raise PlanError("a pad of more than 6 dimensions")
+        if st.mode not in K.PAD_CODES:
+            raise PlanError(f"pad mode '{st.mode}'")
+        step = [g + 1 for g in st.interior] if st.interior else [1] * rank
+        dims = [(d - 1) * g + 1 if d else 0 for d, g in zip(xs, step)]
+        lead = 6 - rank  # padded in front: size-1 axes with nothing before
+        p = dict(total=prod(shape), mode=K.PAD_CODES[st.mode], value=float(st.value),
+                 shape=[1] * lead + list(shape) + [1, 1], dims=[1] * lead + dims + [1, 1],
+                 before=[0] * lead + list(st.before) + [0, 0], step=[1] * lead + step + [1, 1],
+                 src=[0] * lead + list(contiguous_strides(xs)) + [0, 0])
+        self._flat(K.PAD, prod(shape), p, [self._read(st.x)], out)
+
+    def _reduce(self, st: P.Reduce, out) -> None:
+        if st.kind not in K.REDUCE_CODES:
+            raise PlanError(f"reduction '{st.kind}'")
+        if st.n == 0:
+            raise PlanError("a reduction over no values")
+        count = st.outer * st.inner
+        p = dict(count=count, n=st.n, inner=st.inner, kind=K.REDUCE_CODES[st.kind])
+        self._flat(K.REDUCE, count, p, [self._read(st.x)], out)
+
     def _softmax(self, st: P.Softmax, out) -> None:
         count = st.outer * st.inner
         self._flat(K.SOFTMAX, count, dict(count=count, n=st.n, inner=st.inner), [self._read(st.x)], out)
@@ -345,6 +385,9 @@ _HANDLERS = {
     P.Pool: _Lowering._pool,
     P.GlobalAvgPool: _Lowering._global_avg,
     P.Resize: _Lowering._resize,
+    P.LinearResize: _Lowering._linear_resize,
+    P.Pad: _Lowering._pad,
+    P.Reduce: _Lowering._reduce,
     P.Softmax: _Lowering._softmax,
     P.MatMul: _Lowering._matmul,
 }

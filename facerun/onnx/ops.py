@@ -289,8 +289,10 @@ def GlobalAveragePool(ctx, x):
 
 def _resize(ctx, x, scales, sizes, mode, ctm, nearest_mode):
     shape = x.shape
-    if mode != "nearest":
-        ctx.refuse(f"mode '{mode}' is not supported (nearest only)")
+    if mode == "bilinear":  # Upsample-1's name for it
+        mode = "linear"
+    if mode not in ("nearest", "linear"):
+        ctx.refuse(f"mode '{mode}' is not supported (nearest and linear only)")
     if len(shape) != 4:
         ctx.refuse("only 4-D inputs are supported")
     if sizes is not None:
@@ -303,6 +305,9 @@ def _resize(ctx, x, scales, sizes, mode, ctm, nearest_mode):
         ctx.refuse(f"{'sizes' if sizes is not None else 'scales'} of {len(out)} values for a 4-D input")
     if out[:2] != shape[:2]:
         ctx.refuse("resizing the batch or channel axis is not supported")
+    if mode == "linear":
+        (y0, y1, wy), (x0, x1, wx) = (S.linear_map(ctx, shape[ax], out[ax], sc[ax], ctm) for ax in (2, 3))
+        return ctx.emit(P.LinearResize(0, ctx.name, ctx.vid(x), y0, y1, wy, x0, x1, wx), out)
     maps = [S.nearest_map(ctx, shape[ax], out[ax], sc[ax], ctm, nearest_mode) for ax in (2, 3)]
     return ctx.emit(P.Resize(0, ctx.name, ctx.vid(x), maps[0], maps[1]), out)
 
@@ -314,6 +319,8 @@ def Resize(ctx, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
            nearest_mode="round_prefer_floor"):
     # antialias, cubic_coeff_a and exclude_outside change linear and cubic resizes only; extrapolation_value
     # tf_crop_and_resize only (refused below)
+    if antialias and mode == "linear":
+        ctx.refuse("antialias 1 is not supported")
     if ctx.opset < 11:  # Resize-10: (X, scales), asymmetric coordinates, floor
         sc, sz = ctx.const(roi, "scales"), None
         ctm, nearest = "asymmetric", "floor"

@@ -120,7 +120,27 @@ def fuse_residual_adds(prog: P.Program) -> None:
     g.finish()
 
 
-PASSES = (fold_batchnorm, fuse_activations, fuse_residual_adds, fuse_activations)
+def fold_pads(prog: P.Program) -> None:
+    """Zero padding of H and W only (an explicit Pad, as TF-style exports emit for stride-2 layers) right before a
+    convolution goes into the convolution's own pads."""
+    g = _Steps(prog)
+    for st in prog.steps:
+        if not isinstance(st, P.Conv):
+            continue
+        pad = g.sole_producer(st.x, (P.Pad,))
+        if pad is None or pad.mode != "constant" or pad.value != 0.0 or any(pad.interior) or len(pad.before) != 4:
+            continue
+        if any(pad.before[:2]) or any(pad.after[:2]) or min(pad.before + pad.after) < 0:
+            continue
+        t, l, b, r = st.pads
+        st.pads = (t + pad.before[2], l + pad.before[3], b + pad.after[2], r + pad.after[3])
+        st.x = pad.x
+        g.gone.add(id(pad))
+        prog.folded.append(f"Pad '{pad.node}' folded into Conv '{st.node}'")
+    g.finish()
+
+
+PASSES = (fold_pads, fold_batchnorm, fuse_activations, fuse_residual_adds, fuse_activations)
 
 
 def run(prog: P.Program) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ModelError, UnsupportedOps
 from ..io import sha256_of
+from .functions import inline_functions
 from .ops import OPS, unsupported_attribute
 
 # Operators the compiler handles (default ONNX domain): the op table's keys, nothing kept by hand.
@@ -94,7 +95,7 @@ def read_model(path) -> ImportedModel:
 
     unsupported: dict[str, str] = {}
     nodes = []
-    for i, n in enumerate(graph.node):
+    for i, n in enumerate(inline_functions(model)):
         name = n.name or (n.output[0] if n.output else f"node {i}")
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
         if op not in SUPPORTED:

@@ -127,21 +127,37 @@ def reshape_target(ctx, shape, target: list[int], allowzero) -> tuple:
     return tuple(out)
 
 
-def nearest_map(ctx, n_in: int, n_out: int, scale: float, ctm: str, mode: str) -> np.ndarray:
-    """Source index for each output index of a nearest resize, as ONNX's Resize defines it."""
+def source_coords(ctx, n_in: int, n_out: int, scale: float, ctm: str) -> np.ndarray:
+    """The source coordinate of each output index of a resize along one axis, as ONNX's Resize defines it."""
     i = np.arange(n_out, dtype=np.float64)
     if ctm == "asymmetric":
-        x = i / scale
-    elif ctm == "half_pixel":
-        x = (i + 0.5) / scale - 0.5
-    elif ctm == "pytorch_half_pixel":
-        x = (i + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(i)
-    elif ctm == "align_corners":
-        x = i * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(i)
-    elif ctm == "tf_half_pixel_for_nn":
-        x = (i + 0.5) / scale
-    else:
-        ctx.refuse(f"coordinate_transformation_mode '{ctm}' is not supported")
+        return i / scale
+    if ctm == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if ctm == "half_pixel_symmetric":  # centred on the input when out is not exactly n_in * scale
+        adjustment = n_out / (n_in * scale)
+        return n_in / 2 * (1 - adjustment) + (i + 0.5) / scale - 0.5
+    if ctm == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(i)
+    if ctm == "align_corners":
+        return i * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(i)
+    if ctm == "tf_half_pixel_for_nn":
+        return (i + 0.5) / scale
+    ctx.refuse(f"coordinate_transformation_mode '{ctm}' is not supported")
+
+
+def linear_map(ctx, n_in: int, n_out: int, scale: float, ctm: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each output index of a linear resize along one axis: the two source indices and the second's weight
+    (coordinates clamped to the input, as onnxruntime does)."""
+    x = np.clip(source_coords(ctx, n_in, n_out, scale, ctm), 0, n_in - 1)
+    lo = np.floor(x)
+    hi = np.minimum(lo + 1, n_in - 1)
+    return lo.astype(np.int32), hi.astype(np.int32), (x - lo).astype(np.float32)
+
+
+def nearest_map(ctx, n_in: int, n_out: int, scale: float, ctm: str, mode: str) -> np.ndarray:
+    """Source index for each output index of a nearest resize, as ONNX's Resize defines it."""
+    x = source_coords(ctx, n_in, n_out, scale, ctm)
     if mode == "floor":
         idx = np.floor(x)
     elif mode == "ceil":

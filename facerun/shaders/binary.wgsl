@@ -1,5 +1,5 @@
 // out = act(a (op) b) with broadcasting: both operands are read through strides over out's (merged, at most
-// 6-D) index, 0 on a broadcast dimension. op: OP_ADD, OP_SUB, OP_MUL, OP_DIV or OP_PRELU (b the slope).
+// 6-D) index, 0 on a broadcast dimension. op: OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW or OP_PRELU (b the slope).
 
 struct Params {
     total: u32,
@@ -34,6 +34,7 @@ struct Params {
         case OP_SUB: { v = x - y; }
         case OP_MUL: { v = x * y; }
         case OP_DIV: { v = x / y; }
+        case OP_POW: { v = power(x, y); }
         case OP_PRELU, default: { v = select(x, x * y, x < 0.0); }
     }
     var slope = 0.0;
