@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx_graphs import one_node, save
 
 from facerun.agree import compare
 from facerun.bench import oracle
 from facerun.net import load
+
+from onnx_graphs import one_node, save
 
 rng = np.random.default_rng(15)
 
@@ -82,7 +83,8 @@ def test_sum_of_three_with_broadcasting(tmp_path, device):
 
 def test_div_and_sqrt_of_computed_tensors_l2_tail(tmp_path, device):
     """An embedder's hand-written L2 norm: x / sqrt(ReduceSum(x * x)), every operand computed."""
-    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("ReduceSum", ["sq", "ax"], ["s"], keepdims=1),
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("ReduceSum", ["sq", "ax"], ["s"], keepdims=1),
              helper.make_node("Sqrt", ["s"], ["n"]), helper.make_node("Div", ["x", "n"], ["y0"])]
     check(tmp_path, model_of(nodes, {"ax": np.array([1], np.int64)}, x_shape=(3, 37)), r(3, 37), device)
 
@@ -278,7 +280,8 @@ def test_a_function_calling_itself_is_refused_in_one_line(tmp_path):
     from facerun.errors import ModelError
 
     loop = helper.make_function(TORCH_LIB, "again", ["X"], ["Y"],
-                                [helper.make_node("again", ["X"], ["Y"], domain=TORCH_LIB)], [helper.make_opsetid("", 18)],
+                                [helper.make_node("again", ["X"], ["Y"], domain=TORCH_LIB)],
+                                [helper.make_opsetid("", 18)],
                                 attributes=[])
     model = model_of([helper.make_node("again", ["x"], ["y0"], domain=TORCH_LIB)], opset=18, functions=[loop],
                      extra_opsets=[(TORCH_LIB, 1)])

@@ -132,8 +132,8 @@ def fold_pads(prog: P.Program) -> None:
             continue
         if any(pad.before[:2]) or any(pad.after[:2]) or min(pad.before + pad.after) < 0:
             continue
-        t, l, b, r = st.pads
-        st.pads = (t + pad.before[2], l + pad.before[3], b + pad.after[2], r + pad.after[3])
+        top, left, bottom, right = st.pads
+        st.pads = (top + pad.before[2], left + pad.before[3], bottom + pad.after[2], right + pad.after[3])
         st.x = pad.x
         g.gone.add(id(pad))
         prog.folded.append(f"Pad '{pad.node}' folded into Conv '{st.node}'")
