@@ -7,12 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import agree, cpu
+from . import agree, counters, cpu
 from .errors import InputError, ModelError
+from .lru import LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
 from .program import Program
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
+
+
+PROGRAM_BUDGET_MB = 512  # host memory for one model's compiled programs (FACERUN_PROGRAM_BUDGET_MB)
 
 
 class Outputs(dict):
@@ -31,7 +35,10 @@ class Net:
         self.model = model
         self._card = card
         self.label = label or (card.label if card is not None else model.path.name)
-        self._programs: dict[tuple, Program] = {}
+        # compiled programs by input shape, least recently used dropped past the budget (a photo library meets
+        # thousands of sizes); a dropped program is recompiled when its shape comes back
+        self._programs = LruCache(budget_from_env("FACERUN_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB), program_bytes,
+                                  self._forget)
         self._separable: dict[tuple, bool] = {}  # item shape -> whether a batch program keeps items apart
         self._lock = threading.Lock()
         self.gpu = None  # a facerun.gpu attachment, when the GPU path is used
@@ -106,12 +113,20 @@ class Net:
                     prog = compile_model(self.model, shapes)
                 except InputError as e:
                     raise InputError(f"input {list(shape)} does not fit {self.label}: {e}") from None
-                self._programs[shape] = prog
+                counters.bump("programs_compiled")
+                self._programs.put(shape, prog)
             return prog
+
+    def _forget(self, key, prog: Program) -> None:
+        """A program left the cache: the GPU side lets go of its compiled form too."""
+        counters.bump("programs_evicted")
+        forget = getattr(self.gpu, "forget", None)
+        if forget is not None:
+            forget(prog)
 
     def prog_shapes(self) -> list[tuple]:
         """The input shapes compiled so far (batch programs of fixed-batch files not included)."""
-        return [k for k in self._programs if k[0] != "batch"]
+        return [k for k in self._programs.keys() if k[0] != "batch"]
 
     def _check_shape(self, shape):
         declared = self.input_shape
@@ -214,8 +229,9 @@ class Net:
             prog = self._programs.get(key)
         if prog is None:
             prog = self._compile_items(shape)
+            counters.bump("programs_compiled")
             with self._lock:
-                self._programs[key] = prog
+                self._programs.put(key, prog)
         return prog
 
     def _compile_items(self, shape) -> Program:

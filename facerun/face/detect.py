@@ -21,6 +21,17 @@ DEFAULT_MAX_SIDE = 1280
 RUNTIMES = ("facerun", "onnxruntime")
 
 
+@dataclass
+class Prepared:
+    """One photo on its way through the detector: the network input, the shrink factors, then the raw outputs."""
+
+    blob: np.ndarray  # 1 x 3 x h x w
+    frame: object  # the family's Frame: how the network input maps onto the photo
+    scale_x: float
+    scale_y: float
+    outputs: dict | None = None
+
+
 class Detector:
     """A face detector of any family facerun knows (YuNet, SCRFD, RetinaFace, UltraFace, BlazeFace, YOLOv5-face),
     with that family's own pre-processing and decoding; the family is recognised from the file's graph.
@@ -80,14 +91,29 @@ class Detector:
             rgb = _checked_rgb(image)
             if bgr:
                 rgb = rgb[:, :, ::-1]
+        return self.faces_from(self.run_network(self.prepare(rgb)))
+
+    # The three stages of `detect`, apart so a library run can overlap them (decode and prepare on worker threads,
+    # the network on the device, faces_from on another thread) and still give exactly what `detect` gives.
+    def prepare(self, rgb: np.ndarray) -> Prepared:
+        """Shrink to max_side (YuNet) and lay out the network's input: CPU work, no model."""
+        rgb = _checked_rgb(rgb)
         scale_x = scale_y = 1.0
         if self.family.follows_image:
             rgb, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
         blob, frame = self.family.prepare(rgb)
-        outputs = self.net.run(blob)
-        faces = self.family.decode(outputs, frame, self.score_threshold, self.nms_threshold, self.top_k)
-        if scale_x != 1.0 or scale_y != 1.0:
-            faces = [rescaled(face, scale_x, scale_y) for face in faces]
+        return Prepared(blob, frame, scale_x, scale_y)
+
+    def run_network(self, prepared: Prepared) -> Prepared:
+        prepared.outputs = self.net.run(prepared.blob)
+        return prepared
+
+    def faces_from(self, prepared: Prepared) -> list[Face]:
+        """Decode the outputs (NMS included) into faces in the original photo's pixels."""
+        faces = self.family.decode(prepared.outputs, prepared.frame, self.score_threshold, self.nms_threshold,
+                                   self.top_k)
+        if prepared.scale_x != 1.0 or prepared.scale_y != 1.0:
+            faces = [rescaled(face, prepared.scale_x, prepared.scale_y) for face in faces]
         return faces
 
     def detect_rows(self, rgb: np.ndarray) -> np.ndarray:

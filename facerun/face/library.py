@@ -1,13 +1,20 @@
-"""Photos in, faces and embeddings out: the one loop that the index, identify and search commands stand on.
+"""Photos in, faces and embeddings out: the one loop that detect, embed, index, identify and search stand on.
 
-`iter_photo_faces` is written plainly here (one photo after another, faces batched across photos for the
-embedder). A pipelined version (decoding on worker threads, the GPU overlapped with the CPU) can replace its body
-without changing its contract, so callers rely only on what its docstring promises.
+`iter_photo_faces` is pipelined: photos are decoded and shrunk on worker threads, the detector network runs on the
+calling thread (the device works on one photo while the CPU decodes the next ones), the heads' decoding, NMS and
+face alignment run on a post-processing thread, and faces are embedded `batch` at a time across photos. Queues are
+bounded, so memory stays flat on any number of photos. `iter_photo_faces_serial` is the same work one photo after
+another (the reference the pipelined run must equal, and the baseline of `facerun bench --photos`).
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +22,8 @@ import numpy as np
 
 from ..errors import ImageError, InputError
 from .images import load_image
+
+STAGES = ("decode", "detect", "post", "align", "embed")
 
 
 @dataclass
@@ -27,78 +36,249 @@ class PhotoFaces:
     faces: list = field(default_factory=list)  # facerun.face.detect.Face: score, box (x, y, w, h), landmarks 5x2
     embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32), repr=False)  # n x d
     error: str | None = None
+    image: np.ndarray | None = field(default=None, repr=False)  # the decoded photo, only with keep_images=True
+    input_size: tuple[int, int] | None = None  # (height, width) the detector network ran at
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
+class LibraryStats:
+    """What a library run did: busy seconds per stage (summed over the threads doing it), photos, faces, the
+    distinct network input sizes, and when the first photo came out. Shared by the threads of one run."""
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+        self.photos = 0
+        self.faces = 0
+        self.sizes: set[tuple[int, int]] = set()
+        self.started = time.perf_counter()
+        self.first_photo_s: float | None = None
+        self.wall_s = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, stage: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[stage] += seconds
+
+    def photo_out(self, result: PhotoFaces) -> None:
+        now = time.perf_counter() - self.started
+        with self._lock:
+            self.photos += 1
+            self.faces += len(result.faces)
+            if result.input_size is not None:
+                self.sizes.add(result.input_size)
+            if self.first_photo_s is None:
+                self.first_photo_s = now
+            self.wall_s = now
+
+
+def default_workers() -> int:
+    """Decoding threads: all cores but one (the network and post-processing have theirs), 1 to 16."""
+    return max(1, min(16, (os.cpu_count() or 2) - 1))
+
+
+# ------------------------------------------------------------------------------------------------- the stages
+
+
+@dataclass
+class _Photo:
+    result: PhotoFaces
+    rgb: np.ndarray | None = None
+    prepared: object = None  # the detector's Prepared, between the stages
+    faces: list | None = None  # detect() results for detectors without stages
+    crops: list = field(default_factory=list)
+
+
+def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
+    photo = _Photo(PhotoFaces(path=path))
+    start = time.perf_counter()
+    try:
+        rgb = load_image(path)
+    except (ImageError, InputError) as e:
+        photo.result.error = str(e)
+        return photo
+    photo.result.height, photo.result.width = int(rgb.shape[0]), int(rgb.shape[1])
+    photo.rgb = rgb
+    if hasattr(detector, "prepare"):
+        photo.prepared = detector.prepare(rgb)
+        photo.result.input_size = tuple(int(d) for d in photo.prepared.blob.shape[2:4])
+    stats.add("decode", time.perf_counter() - start)
+    return photo
+
+
+def _detect(photo: _Photo, detector, stats: LibraryStats) -> None:
+    start = time.perf_counter()
+    if photo.prepared is not None:
+        detector.run_network(photo.prepared)
+    else:  # a detector without stages does it all here
+        photo.faces = list(detector.detect(photo.rgb))
+    stats.add("detect", time.perf_counter() - start)
+
+
+def _post(photo: _Photo, detector, embedder, all_faces: bool, keep_images: bool, stats: LibraryStats) -> _Photo:
+    start = time.perf_counter()
+    faces = photo.faces if photo.prepared is None else detector.faces_from(photo.prepared)
+    photo.prepared = None
+    if not all_faces and faces:
+        faces = [max(faces, key=lambda f: float(f.box[2]) * float(f.box[3]))]
+    photo.result.faces = list(faces)
+    middle = time.perf_counter()
+    stats.add("post", middle - start)
+    if embedder is not None:
+        photo.crops = [embedder.align(photo.rgb, face.landmarks) for face in photo.result.faces]
+        stats.add("align", time.perf_counter() - middle)
+    if keep_images:
+        photo.result.image = photo.rgb
+    photo.rgb = None  # the decoded photo goes once its faces are cropped
+    return photo
+
+
+class _Batcher:
+    """Faces embedded `batch` at a time across photos; a photo comes out once all its faces are embedded, in order."""
+
+    def __init__(self, embedder, batch: int, stats: LibraryStats):
+        self.embedder, self.batch, self.stats = embedder, batch, stats
+        self.dim = embedder.dim if embedder is not None else 0
+        self.waiting: deque[tuple[PhotoFaces, list]] = deque()  # photos in order, with their vectors so far
+        self.pending: list[tuple[list, np.ndarray]] = []  # (the photo's vector list, crop), oldest first
+
+    def add(self, photo: _Photo) -> Iterator[PhotoFaces]:
+        vectors: list = []
+        self.waiting.append((photo.result, vectors))
+        photo.result.embeddings = np.zeros((0, self.dim), np.float32)
+        if self.embedder is not None:
+            self.pending.extend((vectors, crop) for crop in photo.crops)
+            photo.crops = []
+            while len(self.pending) >= self.batch:
+                self._embed(self.batch)
+        yield from self._ready()
+
+    def finish(self) -> Iterator[PhotoFaces]:
+        if self.pending:
+            self._embed(len(self.pending))
+        yield from self._ready()
+
+    def _embed(self, count: int) -> None:
+        start = time.perf_counter()
+        out = self.embedder.embed(np.stack([crop for _, crop in self.pending[:count]]), batch=self.batch)
+        self.stats.add("embed", time.perf_counter() - start)
+        for (owner, _), vector in zip(self.pending[:count], out):
+            owner.append(vector)
+        del self.pending[:count]
+
+    def _ready(self) -> Iterator[PhotoFaces]:
+        while self.waiting:
+            result, vectors = self.waiting[0]
+            if self.embedder is not None and len(vectors) < len(result.faces):
+                return
+            self.waiting.popleft()
+            if vectors:
+                result.embeddings = np.ascontiguousarray(np.stack(vectors), dtype=np.float32)
+            yield result
+
+
+# ------------------------------------------------------------------------------------------------- the runs
+
+
 def iter_photo_faces(
     paths: Iterable,
     detector,
-    embedder,
+    embedder=None,
     batch: int = 16,
     all_faces: bool = True,
     progress: Callable[[PhotoFaces], None] | None = None,
+    workers: int | None = None,
+    keep_images: bool = False,
+    stats: LibraryStats | None = None,
 ) -> Iterator[PhotoFaces]:
-    """Detect, align and embed the faces of each photo; yield one `PhotoFaces` per photo.
+    """Detect (and with an embedder: align and embed) the faces of each photo; yield one `PhotoFaces` per photo.
 
-    Contract (kept by any faster implementation):
+    Contract (the serial and the pipelined run keep it alike):
     - Order: exactly one result per input path, in input order, whatever runs in parallel underneath.
     - Faces: every face the detector finds (all_faces=True) or only the largest (False), best score first;
       `embeddings[i]` (float32, unit length, `embedder.dim` wide) belongs to `faces[i]`. A photo without a face
-      gives an empty list and a 0 x d array; that is not an error.
+      gives an empty list and a 0 x d array; that is not an error. Without an embedder, embeddings are 0 x 0.
     - Errors: a missing, unreadable or non-image file gives a result with `error` set to a one-line message and the
       iteration goes on. Any other failure (a model or GPU error) raises, and the results already yielded stand.
-    - Memory: bounded by about `batch` aligned faces plus the photos waiting for them, never the whole list;
-      decoded photos are dropped once their faces are cropped. Results are yielded once their faces are embedded,
-      so a consumer may lag the detector by up to one batch of faces.
-    - Batching: faces are embedded `batch` at a time across photo boundaries (one network call, one GPU submission).
+    - Memory: bounded by a few decoded photos per worker plus about `batch` aligned faces, never the whole list;
+      decoded photos are dropped once their faces are cropped (kept in `image` only with keep_images=True).
+      Results are yielded once their faces are embedded, so a consumer may lag the detector by one batch of faces.
+    - Batching: faces are embedded `batch` at a time across photo boundaries (one network call, one GPU
+      submission), the last batch holding the rest; so the serial and pipelined runs embed the very same batches.
     - progress(result) is called once per photo, in order, just before it is yielded.
+    - Stopping: closing the iterator early, an exception or Ctrl-C cancels the queued work; the threads finish
+      the photo in hand and end.
+    workers: decoding threads (default: the cores but one); 0 runs everything serially on the calling thread.
     """
     if batch < 1:
         raise InputError(f"batch must be 1 or more, not {batch}")
-    dim = embedder.dim
-    waiting: list[tuple[PhotoFaces, int]] = []  # photos whose faces are not embedded yet, with their face count
-    crops: list[np.ndarray] = []
+    stats = stats if stats is not None else LibraryStats()
+    workers = default_workers() if workers is None else int(workers)
+    run = _serial if workers <= 0 else _pipelined
+    for result in run(paths, detector, embedder, batch, all_faces, workers, keep_images, stats):
+        stats.photo_out(result)
+        if progress is not None:
+            progress(result)
+        yield result
 
-    def finish() -> Iterator[PhotoFaces]:
-        vectors = embedder.embed(np.stack(crops), batch=batch) if crops else np.zeros((0, dim), np.float32)
-        crops.clear()
-        start = 0
-        for result, count in waiting:
-            result.embeddings = np.ascontiguousarray(vectors[start : start + count], dtype=np.float32)
-            start += count
-            if progress is not None:
-                progress(result)
-            yield result
-        waiting.clear()
 
+def iter_photo_faces_serial(paths: Iterable, detector, embedder=None, **options) -> Iterator[PhotoFaces]:
+    """`iter_photo_faces` one photo after another on the calling thread: the reference for the pipelined run."""
+    return iter_photo_faces(paths, detector, embedder, workers=0, **options)
+
+
+def _serial(paths, detector, embedder, batch, all_faces, workers, keep_images, stats) -> Iterator[PhotoFaces]:
+    batcher = _Batcher(embedder, batch, stats)
     for raw in paths:
-        result = PhotoFaces(path=Path(raw))
-        try:
-            rgb = load_image(result.path)
-        except (ImageError, InputError) as e:
-            result.error = str(e)
-            result.embeddings = np.zeros((0, dim), np.float32)
-            if waiting:  # keep the input order: results ahead of this one go first
-                yield from finish()
-            if progress is not None:
-                progress(result)
-            yield result
-            continue
-        result.height, result.width = int(rgb.shape[0]), int(rgb.shape[1])
-        faces = detector.detect(rgb)
-        if not all_faces and faces:
-            faces = [max(faces, key=lambda f: float(f.box[2]) * float(f.box[3]))]
-        result.faces = list(faces)
-        crops.extend(embedder.align(rgb, face.landmarks) for face in result.faces)
-        waiting.append((result, len(result.faces)))
-        del rgb
-        if len(crops) >= batch:
-            yield from finish()
-    if waiting:
-        yield from finish()
+        photo = _decode(Path(raw), detector, stats)
+        if photo.result.ok:
+            _detect(photo, detector, stats)
+            _post(photo, detector, embedder, all_faces, keep_images, stats)
+        yield from batcher.add(photo)
+    yield from batcher.finish()
 
 
-__all__ = ["PhotoFaces", "iter_photo_faces"]
+def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images, stats) -> Iterator[PhotoFaces]:
+    batcher = _Batcher(embedder, batch, stats)
+    source = iter(paths)
+    ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
+    decoding: deque[Future] = deque()
+    posting: deque[Future] = deque()
+    decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode")
+    poster = ThreadPoolExecutor(1, thread_name_prefix="facerun-post")
+
+    def top_up() -> None:
+        while len(decoding) < ahead:
+            raw = next(source, None)
+            if raw is None:
+                return
+            decoding.append(decoders.submit(_decode, Path(raw), detector, stats))
+
+    def post(photo: _Photo) -> _Photo:
+        return _post(photo, detector, embedder, all_faces, keep_images, stats)
+
+    try:
+        top_up()
+        while decoding or posting:
+            if decoding:
+                photo = decoding.popleft().result()
+                top_up()
+                if photo.result.ok:
+                    _detect(photo, detector, stats)  # the device works while the decoders go on
+                    posting.append(poster.submit(post, photo))
+                else:
+                    done: Future = Future()
+                    done.set_result(photo)
+                    posting.append(done)
+            # hand on what post-processing finished; wait for it only when it falls behind or nothing else is left
+            while posting and (posting[0].done() or len(posting) > 2 or not decoding):
+                yield from batcher.add(posting.popleft().result())
+        yield from batcher.finish()
+    finally:
+        decoders.shutdown(wait=False, cancel_futures=True)
+        poster.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["LibraryStats", "PhotoFaces", "iter_photo_faces", "iter_photo_faces_serial"]

@@ -1,6 +1,12 @@
-"""Checked attachment of the GPU to a model: the GPU is used for a program only after it agreed with the CPU
-interpreter on a seeded test input (facerun.agree), and it is dropped (with the reason, said once) at the first
-device error, the run carrying on on the CPU with the right answer.
+"""Checked attachment of the GPU to a model: the GPU is used only after it agreed with the CPU interpreter on a
+seeded test input (facerun.agree), and it is dropped (with the reason, said once) at the first device error, the
+run carrying on on the CPU with the right answer.
+
+What is checked, and when: the first program a model runs on the GPU is checked whole (every output, on the seeded
+input of that program's shape). Every kernel variant (pipeline) that program uses is then trusted for the model. A
+later program (a new input size) is checked again only for kernel variants it needs that were not checked yet, and
+on a small case: each such variant's first layer, alone, at its own shape, on GPU and CPU. So a photo library of
+thousands of sizes pays one whole check per model and device, plus a few single-layer checks.
 
 `attach(net)` sets `net.gpu` (a CheckedGpu) or `net.gpu_reason`; `Net` then calls `net.gpu.run(prog, feeds)`, which
 returns the outputs or None (meaning: run this on the CPU).
@@ -13,10 +19,10 @@ import threading
 
 import numpy as np
 
-from .. import agree
+from .. import agree, counters
 from .. import program as P
 from ..errors import GpuError
-from .model import DoesNotFit, GpuModel
+from .model import DoesNotFit, GpuModel, one_conv_program
 
 log = logging.getLogger("facerun.gpu")
 
@@ -51,8 +57,10 @@ class CheckedGpu:
         self.on_drop = on_drop
         self.reason: str | None = None
         self.program_reasons: dict[int, str] = {}
-        self._checked: dict[int, P.Program] = {}
+        self.whole_checked = False  # the whole network agreed once (on the first program run)
+        self.verified: set[str] = set()  # kernel variants that agreed with the CPU
         self._lock = threading.Lock()
+        self._check_lock = threading.Lock()
 
     @property
     def device_name(self) -> str:
@@ -95,14 +103,46 @@ class CheckedGpu:
         return self.model.step_outputs(prog, feeds)
 
     def check(self, prog: P.Program) -> None:
-        """Compare GPU and CPU on the seeded input; raises GpuError with the difference (or the device error)."""
+        """Compare GPU and CPU on the whole of `prog` with the seeded input; raises GpuError with the difference (or
+        the device error). Every kernel variant `prog` uses counts as checked afterwards."""
+        counters.bump("gpu_checks")
         inputs = test_inputs(prog)
         want = self.cpu_run(prog, inputs)
         got = self.model.run(prog, inputs)
         why = disagreement(want, got)
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
-        self._checked[id(prog)] = prog
+        self.verified |= self.model.compile(prog).kernel_keys
+        self.whole_checked = True
+
+    def check_variants(self, prog: P.Program, new: set[str]) -> None:
+        """Check the kernel variants `new` of `prog` on small cases: the first convolution using each, alone. A
+        variant outside the convolutions (none today: their kernels do not depend on shapes) checks `prog` whole."""
+        gp = self.model.compile(prog)
+        first_step: dict[str, P.Step] = {}
+        for st in prog.steps:
+            first_step.setdefault(st.node, st)
+        layers: dict[int, P.Conv] = {}
+        for d in gp.dispatches:
+            if d.kernel.key in new:
+                st = first_step.get(d.node)
+                if not isinstance(st, P.Conv):
+                    self.check(prog)
+                    return
+                layers.setdefault(id(st), st)
+        counters.bump("gpu_variant_checks")
+        for st in layers.values():
+            one = one_conv_program(prog, st)
+            inputs = test_inputs(one)
+            why = disagreement(self.cpu_run(one, inputs), self.model.run_once(one, inputs))
+            if why is not None:
+                raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
+        self.verified |= gp.kernel_keys
+
+    def forget(self, prog: P.Program) -> None:
+        """`prog` was dropped by its model: drop its compiled form and what was noted about it."""
+        self.program_reasons.pop(id(prog), None)
+        self.model.forget(prog)
 
     def run(self, prog: P.Program, feeds) -> dict[str, np.ndarray] | None:
         if isinstance(feeds, np.ndarray):
@@ -120,8 +160,13 @@ class CheckedGpu:
         if key in self.program_reasons:
             return None
         try:
-            if self._checked.get(key) is not prog:
-                self.check(prog)
+            with self._check_lock:
+                if not self.whole_checked:
+                    self.check(prog)
+                else:
+                    new = self.model.compile(prog).kernel_keys - self.verified
+                    if new:
+                        self.check_variants(prog, new)
             return work()
         except DoesNotFit as e:
             # this program alone is beyond the device (a binding, a grid): it runs on the CPU, others stay

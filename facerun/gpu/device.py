@@ -24,6 +24,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from .. import counters
 from ..errors import GpuError
 from . import kernels
 from .plan import Limits
@@ -365,6 +366,7 @@ class Device:
                     compute={"module": module, "entry_point": kernel.entry},
                 )
                 self._pipelines[kernel.key] = p
+                counters.bump("pipelines_created")
             return p
 
 

@@ -1,6 +1,9 @@
 """One loaded model's GPU side: its weights on the device and its compiled programs (one per input shape).
 
-The first run of a program compiles it (lower.py, then runner.py's device objects); later runs reuse it. A program
+The first run of a program compiles it (lower.py, then runner.py's device objects); later runs reuse it. Pipelines
+are the device's, one per kernel variant (shapes travel in the uniforms), so a new input size costs only planning,
+buffers and bind groups. Compiled programs are kept least recently used first under a byte budget of device memory
+(FACERUN_GPU_PROGRAM_BUDGET_MB, default 1024), so thousands of sizes keep a flat footprint. A program
 beyond the device's limits raises DoesNotFit at compile time, so the caller runs that program on the CPU; any other
 device failure is a GpuError. Also the per-convolution mode (each convolution on the GPU alone, the rest on the CPU
 interpreter, for comparison) and every step's output from one GPU run (parity --steps).
@@ -13,12 +16,17 @@ import threading
 
 import numpy as np
 
+from .. import counters
 from .. import program as P
 from ..errors import GpuError
+from ..lru import LruCache, budget_from_env
 from . import device as D
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
+
+
+PROGRAM_BUDGET_MB = 1024
 
 
 class DoesNotFit(GpuError):
@@ -35,7 +43,8 @@ class GpuModel:
     def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None):
         self.dev = dev or D.get_device()
         self.weights = WeightStore(budget_bytes(budget_mb))
-        self._programs: dict[int, tuple[P.Program, GpuProgram]] = {}
+        self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
+                                  lambda hit: hit[1].device_bytes, lambda key, hit: counters.bump("gpu_programs_evicted"))
         self._convs: dict[tuple, tuple[P.Conv, GpuProgram]] = {}
         self._lock = threading.Lock()
 
@@ -57,8 +66,20 @@ class GpuModel:
             if hit is not None and hit[0] is prog:
                 return hit[1]
             gp = self._compile(prog)
-            self._programs[id(prog)] = (prog, gp)
+            counters.bump("gpu_programs_compiled")
+            self._programs.put(id(prog), (prog, gp))
             return gp
+
+    def forget(self, prog: P.Program) -> None:
+        """Drop the compiled form of `prog` (its owner dropped the program)."""
+        with self._lock:
+            hit = self._programs.get(id(prog))
+            if hit is not None and hit[0] is prog:
+                self._programs.pop(id(prog))
+
+    @property
+    def compiled_count(self) -> int:
+        return len(self._programs)
 
     def _compile(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
         try:
@@ -74,6 +95,10 @@ class GpuModel:
         if isinstance(inputs, np.ndarray):
             inputs = {prog.inputs[0][0]: inputs}
         return self.compile(prog).run(inputs)
+
+    def run_once(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
+        """Compile `prog` (not cached) and run it once: for programs used a single time (checks)."""
+        return self._compile(prog).run(inputs)
 
     def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]]:
         """Several inputs of the same shape through `prog`, in one submission."""

@@ -66,6 +66,7 @@ class GpuProgram:
         self.conv_plans = low.conv_plans
         self.outputs = low.outputs
         self.staging_bytes = low.staging_bytes
+        self.kernel_keys = frozenset(d.kernel.key for d in self.dispatches)  # the pipelines it runs
         self._build(low.inputs)
 
     # ---- device objects

@@ -1,0 +1,36 @@
+"""Process-wide counts of the costly one-off work (programs compiled, GPU pipelines created, agreement checks run),
+so a benchmark can show what a run of many photo sizes paid for. Counting is all this module does.
+
+Names in use:
+    programs_compiled       step programs compiled from the ONNX graph (one per input shape, net.py)
+    programs_evicted        step programs dropped from a model's cache to stay under its budget
+    gpu_programs_compiled   programs lowered onto the device: buffers, bind groups (gpu/model.py)
+    gpu_programs_evicted    compiled GPU programs dropped to stay under the device budget
+    pipelines_created       WGSL compute pipelines created (one per kernel variant and device, gpu/device.py)
+    gpu_checks              whole-network GPU-vs-CPU agreement runs (one per model and device, gpu/checked.py)
+    gpu_variant_checks      single-layer agreement runs for a kernel variant a new size needed that was not checked
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+_counts: Counter = Counter()
+_lock = threading.Lock()
+
+
+def bump(name: str, by: int = 1) -> None:
+    with _lock:
+        _counts[name] += by
+
+
+def snapshot() -> dict[str, int]:
+    with _lock:
+        return dict(_counts)
+
+
+def since(before: dict[str, int]) -> dict[str, int]:
+    """What was counted after `before` (a snapshot()), by name; names not counted since are absent."""
+    now = snapshot()
+    return {k: v - before.get(k, 0) for k, v in now.items() if v != before.get(k, 0)}

@@ -1,0 +1,89 @@
+"""A least-recently-used cache under a cost budget: compiled programs for thousands of input sizes in flat memory.
+
+Each entry has a cost (bytes it holds); once the total passes the budget the least recently used entries go, the
+newest always staying (a single entry over the budget is still usable). Callers hold their own lock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+
+class LruCache:
+    def __init__(self, budget: int, cost: Callable[[object], int], on_evict: Callable[[Hashable, object], None] | None = None):
+        self.budget = int(budget)
+        self.cost = cost
+        self.on_evict = on_evict
+        self.total = 0  # the entries' cost, summed
+        self.evictions = 0
+        self._entries: OrderedDict = OrderedDict()  # key -> (value, cost), least recently used first
+
+    def get(self, key, default=None):
+        hit = self._entries.get(key)
+        if hit is None:
+            return default
+        self._entries.move_to_end(key)
+        return hit[0]
+
+    def put(self, key, value) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.total -= old[1]
+        cost = max(0, int(self.cost(value)))
+        self._entries[key] = (value, cost)
+        self.total += cost
+        while self.total > self.budget and len(self._entries) > 1:
+            gone, (gone_value, gone_cost) = self._entries.popitem(last=False)
+            self.total -= gone_cost
+            self.evictions += 1
+            if self.on_evict is not None:
+                self.on_evict(gone, gone_value)
+
+    def pop(self, key, default=None):
+        hit = self._entries.pop(key, None)
+        if hit is None:
+            return default
+        self.total -= hit[1]
+        return hit[0]
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self) -> list:
+        return list(self._entries)
+
+
+def program_bytes(prog) -> int:
+    """Host memory a compiled step program holds: its constants and the arrays its steps carry (weights in their
+    packed layouts), each array counted once."""
+    seen: dict[int, int] = {}
+    for v in prog.values:
+        if v.data is not None:
+            seen[id(v.data)] = v.data.nbytes
+    for st in prog.steps:
+        for item in vars(st).values():
+            if isinstance(item, np.ndarray):
+                seen[id(item)] = item.nbytes
+            elif hasattr(item, "slope") and isinstance(item.slope, np.ndarray):
+                seen[id(item.slope)] = item.slope.nbytes
+    return sum(seen.values()) + 64 * len(prog.steps)
+
+
+def budget_from_env(variable: str, default_mb: float) -> int:
+    """A budget in bytes from the environment variable (MiB), else the default."""
+    import os
+
+    from .errors import InputError
+
+    text = os.environ.get(variable, "").strip()
+    try:
+        mb = float(text) if text else float(default_mb)
+    except ValueError:
+        raise InputError(f"{variable}={text} is not a number of MiB") from None
+    return max(0, int(mb * (1 << 20)))
