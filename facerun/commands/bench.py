@@ -54,8 +54,17 @@ def _print_table(table: Table) -> None:
               flag_value="10000,100000,1000000",
               help="Time brute-force face search instead: query ms over N random 512-d faces (default sizes "
                    "10000,100000,1000000).")
+@click.option("--photos", "photos_dir", type=click.Path(path_type=Path), metavar="DIR",
+              help="The library benchmark instead: detect (and with --embed, embed) every photo of DIR on each of "
+                   "--paths (default cpu,gpu,opencv; also cpu-serial, gpu-serial: one photo after another).")
+@click.option("--model", "photo_model", default=None, metavar="DET",
+              help="With --photos: the YuNet detector (default yunet-2023mar).")
+@click.option("--embed", "embed_model", default=None, metavar="MODEL",
+              help="With --photos: also align and embed every face with this embedder, --batch faces per call.")
+@click.option("--workers", type=click.IntRange(0, 64), default=None,
+              help="With --photos: decoding threads (default: the cores but one).")
 def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
-            compare, search_sizes):
+            compare, search_sizes, photos_dir, photo_model, embed_model, workers):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
@@ -76,6 +85,13 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
         except ValueError:
             raise InputError(f"--search takes face counts like 10000,100000, not '{search_sizes}'") from None
         print_bench(bench_search(counts), as_json)
+        return
+    if photos_dir is not None:
+        from .bench_photos import run_photos
+
+        given = click.get_current_context().get_parameter_source("paths_text") == click.core.ParameterSource.COMMANDLINE
+        run_photos(photos_dir, paths_text if given else None, photo_model, embed_model, batch, workers,
+                   allow_software, as_json)
         return
     if compare:
         if models or models_dir:

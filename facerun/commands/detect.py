@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from pathlib import Path
 
 import click
@@ -77,7 +76,8 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     none for UltraFace.
     A file that cannot be read is reported and skipped; the exit status is then 1. No face is not an error.
     """
-    from ..face.images import iter_images, load_image
+    from ..face.images import iter_images
+    from ..face.library import iter_photo_faces
 
     paths = iter_images(images)
     if not paths:
@@ -93,23 +93,23 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     tables = progress.console if progress is not None and out.is_terminal and err.is_terminal else out
     with progress if progress is not None else contextlib.nullcontext():
         task = progress.add_task("detecting", total=len(paths)) if progress is not None else None
-        for path in paths:
+        # the library run: photos decoded on worker threads while the network works on the one before
+        for photo in iter_photo_faces(paths, detector, keep_images=draw_target is not None):
             try:
-                rgb = load_image(path)
-                start = time.perf_counter()
-                faces = detector.detect(rgb)
-                ms = (time.perf_counter() - start) * 1000.0
+                if photo.error is not None:
+                    raise ImageError(photo.error)
                 result = {
-                    "image": str(path),
-                    "width": int(rgb.shape[1]),
-                    "height": int(rgb.shape[0]),
-                    "faces": [face.to_dict() for face in faces],
+                    "image": str(photo.path),
+                    "width": photo.width,
+                    "height": photo.height,
+                    "faces": [face.to_dict() for face in photo.faces],
                     "family": detector.family.name,
                     "device": detector.device,
-                    "ms": round(ms, 1),
+                    "ms": round(photo.detect_ms, 1),
                 }
                 if draw_target is not None:
-                    _write_drawing(rgb, faces, _draw_path(draw_target, path, used_names))
+                    _write_drawing(photo.image, photo.faces, _draw_path(draw_target, photo.path, used_names))
+                    photo.image = None
                 if as_json:
                     results.append(result)
                 else:

@@ -78,8 +78,9 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     similarity. An image with no face is reported and skipped; an unreadable file is reported, the rest go on and
     the exit status is 1. Output files are written whole or not at all.
     """
-    from ..face.embed import Timing
+    from ..face.embed import FaceEmbedding, Timing
     from ..face.images import iter_images
+    from ..face.library import LibraryStats, iter_photo_faces
 
     outputs = _plan_outputs(out_path) if out_path is not None else None
     paths = iter_images(images)
@@ -98,18 +99,29 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
         task = progress.add_task("embedding", total=len(paths)) if progress is not None else None
         say = progress.console if progress is not None else err
 
-        def on_image(label, found, error):
-            if error is not None:
+        records = []
+        # the library run: decoding on worker threads, faces batched across photos for the embedder
+        stats = LibraryStats()
+        for photo in iter_photo_faces(paths, detector, embedder, batch=batch, all_faces=all_faces, stats=stats):
+            label = str(photo.path)
+            if photo.error is not None:
                 failed.append(label)
-                error_line(error, say)
-            elif found == 0:
+                error_line(photo.error, say)
+            elif not photo.faces:
                 faceless.append(label)
                 say.print(f"no face: {label}", markup=False)
+            else:
+                timing.images += 1
+            for face, vector in zip(photo.faces, photo.embeddings):
+                records.append(FaceEmbedding(image=label, box=tuple(float(v) for v in face.box),
+                                             score=float(face.score), embedding=vector,
+                                             landmarks=np.asarray(face.landmarks)))
             if progress is not None:
                 progress.advance(task)
-
-        records = embedder.embed_images(paths, detector=detector, all_faces=all_faces, batch=batch,
-                                        on_image=on_image, skip_unreadable=True, timing=timing)
+        timing.images += len(faceless)
+        timing.faces = len(records)
+        timing.load_s, timing.detect_s = stats.seconds["decode"], stats.seconds["detect"] + stats.seconds["post"]
+        timing.align_s, timing.embed_s = stats.seconds["align"], stats.seconds["embed"]
 
     written = None
     if outputs is not None and timing.images > 0:

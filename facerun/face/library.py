@@ -38,6 +38,7 @@ class PhotoFaces:
     error: str | None = None
     image: np.ndarray | None = field(default=None, repr=False)  # the decoded photo, only with keep_images=True
     input_size: tuple[int, int] | None = None  # (height, width) the detector network ran at
+    detect_ms: float = 0.0  # the detector's network and post-processing on this photo
 
     @property
     def ok(self) -> bool:
@@ -114,7 +115,9 @@ def _detect(photo: _Photo, detector, stats: LibraryStats) -> None:
         detector.run_network(photo.prepared)
     else:  # a detector without stages does it all here
         photo.faces = list(detector.detect(photo.rgb))
-    stats.add("detect", time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    photo.result.detect_ms += seconds * 1000.0
+    stats.add("detect", seconds)
 
 
 def _post(photo: _Photo, detector, embedder, all_faces: bool, keep_images: bool, stats: LibraryStats) -> _Photo:
@@ -125,6 +128,7 @@ def _post(photo: _Photo, detector, embedder, all_faces: bool, keep_images: bool,
         faces = [max(faces, key=lambda f: float(f.box[2]) * float(f.box[3]))]
     photo.result.faces = list(faces)
     middle = time.perf_counter()
+    photo.result.detect_ms += (middle - start) * 1000.0
     stats.add("post", middle - start)
     if embedder is not None:
         photo.crops = [embedder.align(photo.rgb, face.landmarks) for face in photo.result.faces]

@@ -1,0 +1,228 @@
+"""`facerun bench --photos DIR`: the end-to-end library benchmark, a row per path over one folder of photos.
+
+Paths: `cpu` and `gpu` (the pipelined library run, facerun.face.library), `cpu-serial` and `gpu-serial` (the same
+work one photo after another: the loop facerun ran before the pipeline), `opencv` (cv2.FaceDetectorYN on the same
+decoded, equally shrunk photos). Every facerun row counts the one-off work its run paid for (facerun.counters) and
+says how its faces compare with the cpu row's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import counters
+from ..errors import FacerunError, InputError
+
+PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "opencv")
+DEFAULT_PHOTO_PATHS = ("cpu", "gpu", "opencv")
+STAGE_COLUMNS = ("decode", "detect", "post", "align", "embed", "total")
+IOU_MIN = 0.95
+SCORE_TOL = 1e-3
+
+
+@dataclass
+class PhotoRow:
+    path: str
+    photos: int = 0
+    faces: int = 0
+    distinct_sizes: int = 0
+    photos_per_s: float | None = None
+    faces_per_s: float | None = None
+    first_photo_ms: float | None = None
+    gpu_checks: int = 0  # CPU agreement runs: whole-network checks plus single-layer checks of new kernel variants
+    gpu_whole_checks: int = 0
+    programs_compiled: int = 0  # step programs (one per input size and model)
+    gpu_programs_compiled: int = 0
+    pipelines_created: int = 0
+    programs_evicted: int = 0
+    workers: int = 0
+    device: str = ""
+    seconds: dict = field(default_factory=dict)  # busy seconds per stage (summed over threads), total = wall
+    agree_with_cpu: dict | None = None
+    bottleneck: str = ""
+    skipped: str | None = None
+    faces_by_photo: list = field(default_factory=list, repr=False)  # [(score, box)] per photo, for agreement
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in vars(self).items() if k != "faces_by_photo"}
+        return d
+
+
+def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, embed_model=None, batch: int = 16,
+                 workers: int | None = None, on_row=None) -> dict:
+    """Run every path over the photos of `folder` (searched recursively); the result as JSON-ready data."""
+    from ..face.images import iter_images
+    from ..face.library import default_workers
+
+    unknown = [p for p in paths if p not in PHOTO_PATHS]
+    if unknown:
+        raise InputError(f"unknown path(s) for --photos: {', '.join(unknown)} (use {', '.join(PHOTO_PATHS)})")
+    photos = iter_images([folder])
+    if not folder.is_dir() or not photos:
+        raise InputError(f"--photos {folder}: no photos found (a folder of .jpg .jpeg .png .webp .bmp files)")
+    workers = default_workers() if workers is None else workers
+    rows: list[PhotoRow] = []
+    for path in paths:
+        if on_row is not None:
+            on_row(path)
+        if path == "opencv":
+            row = opencv_row(photos, detector_model)
+        else:
+            row = facerun_row(path, photos, detector_model, embed_model, batch, workers)
+        rows.append(row)
+    reference = next((r for r in rows if r.path == "cpu" and not r.skipped), None)
+    reference = reference or next((r for r in rows if r.path == "cpu-serial" and not r.skipped), None)
+    for row in rows:
+        if reference is not None and row is not reference and not row.skipped:
+            row.agree_with_cpu = agreement(reference.faces_by_photo, row.faces_by_photo)
+    return {"photos_dir": str(folder), "photos": len(photos), "detector": _name(detector_model, "yunet-2023mar"),
+            "embedder": _name(embed_model, None), "batch": batch, "workers": workers,
+            "rows": [r.to_json() for r in rows]}
+
+
+def _name(model, default):
+    return default if model is None else Path(str(model)).name
+
+
+def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int, workers: int) -> PhotoRow:
+    from ..face.detect import Detector
+    from ..face.embed import Embedder
+    from ..face.library import LibraryStats, iter_photo_faces
+
+    device, serial = path.split("-")[0], path.endswith("-serial")
+    row = PhotoRow(path, workers=0 if serial else workers)
+    try:
+        detector = Detector(detector_model, device=device)
+        embedder = Embedder(embed_model, device=device) if embed_model is not None else None
+    except FacerunError as e:
+        if device == "gpu":
+            row.skipped = str(e)
+            return row
+        raise
+    row.device = detector.device
+    before = counters.snapshot()
+    stats = LibraryStats()  # the clock starts here: models loaded, the device created
+    for photo in iter_photo_faces(photos, detector, embedder, batch=batch, all_faces=True, stats=stats,
+                                  workers=row.workers):
+        row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
+    paid = counters.since(before)
+    wall = max(stats.wall_s, 1e-9)
+    row.photos, row.faces, row.distinct_sizes = stats.photos, stats.faces, len(stats.sizes)
+    row.photos_per_s, row.faces_per_s = stats.photos / wall, stats.faces / wall
+    row.first_photo_ms = None if stats.first_photo_s is None else stats.first_photo_s * 1000.0
+    row.gpu_whole_checks = paid.get("gpu_checks", 0)
+    row.gpu_checks = row.gpu_whole_checks + paid.get("gpu_variant_checks", 0)
+    row.programs_compiled = paid.get("programs_compiled", 0)
+    row.gpu_programs_compiled = paid.get("gpu_programs_compiled", 0)
+    row.pipelines_created = paid.get("pipelines_created", 0)
+    row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
+    row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
+    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial)
+    if device == "gpu" and detector.device == "cpu":
+        row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
+    return row
+
+
+def bottleneck(seconds: dict, wall: float, workers: int, serial: bool) -> str:
+    """Where the time goes, in words: each thread group's busy share of the wall time, the busiest first."""
+    if serial:
+        groups = {"decode": seconds["decode"], "detect": seconds["detect"] + seconds["post"],
+                  "align + embed": seconds["align"] + seconds["embed"]}
+        parts = [f"{name} {s / wall:.0%}" for name, s in sorted(groups.items(), key=lambda kv: -kv[1])]
+        return "one thread: " + ", ".join(parts)
+    groups = {
+        f"decode ({workers} thread{'s' if workers > 1 else ''})": seconds["decode"] / workers,
+        "network thread (detect + embed)": seconds["detect"] + seconds["embed"],
+        "post thread (NMS + align)": seconds["post"] + seconds["align"],
+    }
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1])
+    return "bound by " + ranked[0][0] + "; busy: " + ", ".join(f"{name} {s / wall:.0%}" for name, s in ranked)
+
+
+def opencv_row(photos: list, detector_model) -> PhotoRow:
+    """cv2.FaceDetectorYN over the same decoded photos, shrunk the same way (one photo after another, OpenCV's own
+    threads inside), with the detector's default thresholds."""
+    row = PhotoRow("opencv")
+    try:
+        import cv2
+    except ImportError:
+        row.skipped = "OpenCV is not installed (pip install opencv-python-headless)"
+        return row
+    from ..face import yunet
+    from ..face.detect import DEFAULT_MAX_SIDE, _resolve_model
+    from ..face.images import load_image
+
+    model = _resolve_model(detector_model)
+    try:
+        yn = cv2.FaceDetectorYN.create(str(model), "", (320, 320), 0.6, 0.3, 5000)
+    except cv2.error as e:
+        row.skipped = f"OpenCV cannot load {model.name}: {str(e).strip().splitlines()[-1]}"
+        return row
+    row.device = f"cpu (OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads)"
+    seconds = dict.fromkeys(STAGE_COLUMNS, 0.0)
+    sizes = set()
+    start = time.perf_counter()
+    for path in photos:
+        t0 = time.perf_counter()
+        try:
+            rgb = load_image(path)
+        except FacerunError:
+            row.faces_by_photo.append([])
+            continue
+        small, sx, sy = yunet.fit_max_side(rgb, DEFAULT_MAX_SIDE)
+        bgr = np.ascontiguousarray(small[:, :, ::-1])
+        t1 = time.perf_counter()
+        yn.setInputSize((bgr.shape[1], bgr.shape[0]))
+        _, found = yn.detect(bgr)
+        t2 = time.perf_counter()
+        seconds["decode"] += t1 - t0
+        seconds["detect"] += t2 - t1
+        sizes.add(yunet.padded_size(*bgr.shape[:2]))
+        faces = []
+        for r in (found if found is not None else []):
+            box = (r[0] / sx, r[1] / sy, r[2] / sx, r[3] / sy)
+            faces.append((float(r[14]), tuple(float(v) for v in box)))
+        row.faces_by_photo.append(faces)
+        if row.first_photo_ms is None:
+            row.first_photo_ms = (time.perf_counter() - start) * 1000.0
+    wall = max(time.perf_counter() - start, 1e-9)
+    row.photos, row.faces = len(photos), sum(len(f) for f in row.faces_by_photo)
+    row.distinct_sizes = len(sizes)
+    row.photos_per_s, row.faces_per_s = row.photos / wall, row.faces / wall
+    row.seconds = {k: round(v, 4) for k, v in seconds.items()} | {"total": round(wall, 4)}
+    row.bottleneck = bottleneck(seconds, wall, 1, True)
+    return row
+
+
+def iou(a, b) -> float:
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    w = min(ax + aw, bx + bw) - max(ax, bx)
+    h = min(ay + ah, by + bh) - max(ay, by)
+    inter = max(0.0, w) * max(0.0, h)
+    union = aw * ah + bw * bh - inter
+    return inter / union if union > 0 else 0.0
+
+
+def agreement(want: list, got: list) -> dict:
+    """Same faces as the reference, photo by photo: the same count, and each face matched (greedily, by IoU) to one
+    with IoU >= 0.95 and a score within 1e-3."""
+    differing, matched, total = 0, 0, 0
+    for ref, faces in zip(want, got):
+        total += len(ref)
+        free = list(faces)
+        ok = len(ref) == len(faces)
+        for score, box in ref:
+            best = max(range(len(free)), key=lambda i: iou(box, free[i][1]), default=None)
+            if best is not None and iou(box, free[best][1]) >= IOU_MIN and abs(free[best][0] - score) <= SCORE_TOL:
+                matched += 1
+                free.pop(best)
+            else:
+                ok = False
+        differing += not ok
+    differing += abs(len(want) - len(got))
+    return {"same": differing == 0, "photos_differing": differing, "faces_matched": matched, "faces": total}

@@ -1,0 +1,267 @@
+"""The library run: GPU programs whose cost does not depend on the input size (counters), bounded program caches,
+the pipelined iter_photo_faces equal to the serial one on the shared photos, nothing half-written when a run stops,
+and `facerun bench --photos`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from facerun import counters
+from facerun.cli import main as cli
+from facerun.face.library import LibraryStats, iter_photo_faces, iter_photo_faces_serial
+from facerun.lru import LruCache
+from people_fixtures import FACES, MOBILEFACENET, SMALL_PHOTOS, YUNET, need_real_data
+
+
+def small_photos(folder, sides=(160, 200, 240)):
+    """Shared photos shrunk (each longer side another size), so the GPU tests stay quick on a software adapter."""
+    need_real_data()
+    folder.mkdir(exist_ok=True)
+    made = []
+    for i, (name, side) in enumerate(zip(SMALL_PHOTOS, sides)):
+        image = Image.open(FACES / name).convert("RGB")
+        image.thumbnail((side, side))
+        path = folder / f"photo{i}.jpg"
+        image.save(path, quality=92)
+        made.append(path)
+    return made
+
+
+# ------------------------------------------------------------------------------------------------ GPU programs
+
+
+def test_a_new_size_creates_no_pipeline_and_no_whole_check(gpu):
+    import facerun
+
+    need_real_data()
+    net = facerun.load(str(YUNET), device="gpu")
+    rng = np.random.default_rng(1)
+    sizes = [(160, 160), (160, 192), (192, 160), (128, 96)]
+    paid = []
+    for h, w in sizes:
+        x = rng.uniform(0, 255, (1, 3, h, w)).astype(np.float32)
+        before = counters.snapshot()
+        got = net.run(x)
+        paid.append(counters.since(before))
+        want = net.run(x, device="cpu")
+        for name in want:
+            assert np.abs(got[name] - want[name]).max() <= 1e-3 * max(1.0, float(np.ptp(want[name])))
+    assert net.gpu is not None and net.gpu.whole_checked
+    assert paid[0]["gpu_checks"] == 1 and paid[0]["pipelines_created"] > 0
+    for later in paid[1:]:  # a new size: a program and its buffers, nothing more
+        assert later.get("gpu_checks", 0) == 0 and later.get("pipelines_created", 0) == 0
+        assert later.get("gpu_variant_checks", 0) == 0
+        assert later["programs_compiled"] == 1 and later["gpu_programs_compiled"] == 1
+
+
+def test_an_unchecked_kernel_variant_is_checked_alone_on_a_layer(gpu):
+    import facerun
+
+    need_real_data()
+    net = facerun.load(str(YUNET), device="gpu")
+    net.run(np.zeros((1, 3, 96, 128), np.float32))
+    checked = net.gpu
+    gp = checked.model.compile(net.program((1, 3, 96, 128)))
+    forgotten = sorted(k for k in gp.kernel_keys if k.startswith("conv_tiled"))[:1]
+    assert forgotten, "YuNet's program runs tiled convolutions"
+    checked.verified.difference_update(forgotten)  # as if this size had needed a variant not seen before
+    before = counters.snapshot()
+    net.run(np.ones((1, 3, 96, 128), np.float32))
+    paid = counters.since(before)
+    assert paid.get("gpu_variant_checks") == 1 and paid.get("gpu_checks", 0) == 0
+    assert set(forgotten) <= checked.verified and checked.active
+
+
+def test_lru_cache_keeps_the_newest_under_the_budget():
+    gone = []
+    cache = LruCache(10, cost=lambda v: v, on_evict=lambda k, v: gone.append(k))
+    for key, cost in (("a", 4), ("b", 4), ("c", 4)):
+        cache.put(key, cost)
+    assert cache.keys() == ["b", "c"] and gone == ["a"] and cache.total == 8
+    cache.get("b")
+    cache.put("d", 4)
+    assert cache.keys() == ["b", "d"] and gone == ["a", "c"]
+    cache.put("huge", 50)  # alone over the budget, still kept
+    assert cache.keys() == ["huge"] and cache.total == 50
+
+
+def test_program_caches_stay_bounded_over_many_sizes(monkeypatch):
+    import facerun
+
+    need_real_data()
+    monkeypatch.setenv("FACERUN_PROGRAM_BUDGET_MB", "1")  # YuNet's program holds ~0.4 MB of weights
+    net = facerun.load(str(YUNET))
+    before = counters.snapshot()
+    sizes = [(32 * i, 64) for i in range(1, 9)]
+    for h, w in sizes:
+        net.run(np.zeros((1, 3, h, w), np.float32))
+    paid = counters.since(before)
+    assert paid["programs_compiled"] == len(sizes)
+    kept = len(net.prog_shapes())
+    assert 1 <= kept < len(sizes) and paid["programs_evicted"] == len(sizes) - kept
+    assert net._programs.total <= 1 << 20 and net.prog_shapes()[-1] == (1, 3) + sizes[-1]
+    # an evicted size comes back: compiled again, same answer
+    x = np.random.default_rng(2).uniform(0, 255, (1, 3, 32, 64)).astype(np.float32)
+    first = net.run(x)
+    assert np.array_equal(net.run(x)["cls_8"], first["cls_8"])
+
+
+def test_gpu_program_cache_stays_bounded(gpu, monkeypatch):
+    import facerun
+
+    need_real_data()
+    monkeypatch.setenv("FACERUN_GPU_PROGRAM_BUDGET_MB", "0.01")  # every program over it: one kept
+    net = facerun.load(str(YUNET), device="gpu")
+    before = counters.snapshot()
+    for h in (64, 96, 128, 160, 192):
+        net.run(np.zeros((1, 3, h, 96), np.float32))
+    model = net.gpu.model
+    assert counters.since(before)["gpu_programs_evicted"] == 4 and model.compiled_count == 1
+
+
+# --------------------------------------------------------------------------------------------- the library run
+
+
+def _same(serial, piped):
+    assert [r.path for r in piped] == [r.path for r in serial]
+    for a, b in zip(serial, piped):
+        assert a.error == b.error and (a.width, a.height) == (b.width, b.height)
+        assert [f.box for f in a.faces] == [f.box for f in b.faces]
+        assert [f.score for f in a.faces] == [f.score for f in b.faces]
+        assert all(np.array_equal(f.landmarks, g.landmarks) for f, g in zip(a.faces, b.faces))
+        assert np.array_equal(a.embeddings, b.embeddings)
+
+
+def test_the_pipelined_run_equals_the_serial_run_on_real_photos(tmp_path, mobilefacenet, yunet_cpu):
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"not an image")
+    paths = [FACES / p for p in SMALL_PHOTOS[:4]] + [broken] + [FACES / p for p in SMALL_PHOTOS[4:]]
+    serial = list(iter_photo_faces_serial(paths, yunet_cpu, mobilefacenet, batch=4))
+    stats = LibraryStats()
+    piped = list(iter_photo_faces(paths, yunet_cpu, mobilefacenet, batch=4, workers=2, stats=stats))
+    _same(serial, piped)
+    assert sum(len(r.faces) for r in piped) == stats.faces > len(paths)  # group photos: batches span photos
+    assert stats.photos == len(paths) and len(stats.sizes) > 1 and all(stats.seconds[s] > 0 for s in stats.seconds)
+    # and equal to the detector used alone, photo by photo
+    from facerun.face.images import load_image
+
+    for r in piped[:4]:
+        assert [f.box for f in yunet_cpu.detect(load_image(r.path))] == [f.box for f in r.faces]
+
+
+def test_the_pipelined_run_equals_the_serial_run_on_the_gpu(tmp_path, gpu):
+    from facerun.face.detect import Detector
+    from facerun.face.embed import Embedder
+
+    paths = small_photos(tmp_path / "small")
+    detector = Detector(str(YUNET), device="gpu")
+    embedder = Embedder(str(MOBILEFACENET), device="gpu")
+    serial = list(iter_photo_faces_serial(paths, detector, embedder, batch=2))
+    _same(serial, list(iter_photo_faces(paths, detector, embedder, batch=2, workers=2)))
+    assert detector.device != "cpu" and sum(len(r.faces) for r in serial) > 0
+
+
+def test_a_failure_in_the_middle_stops_the_run_and_the_threads(mobilefacenet, yunet_cpu, monkeypatch):
+    import threading
+
+    calls = []
+    real = yunet_cpu.run_network
+
+    def failing(prepared):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the device fell over")
+        return real(prepared)
+
+    monkeypatch.setattr(yunet_cpu, "run_network", failing)
+    paths = [FACES / p for p in SMALL_PHOTOS] * 3
+    got = []
+    with pytest.raises(RuntimeError, match="fell over"):
+        for r in iter_photo_faces(paths, yunet_cpu, None, workers=2):
+            got.append(r)
+    assert len(got) <= 2 and [r.path for r in got] == paths[: len(got)]
+    for t in threading.enumerate():
+        if t.name.startswith("facerun-"):
+            t.join(timeout=30)
+            assert not t.is_alive()
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".jsonl"])
+def test_ctrl_c_in_the_middle_of_embed_leaves_no_output_file(tmp_path, monkeypatch, suffix):
+    need_real_data()
+    from facerun.face.detect import Detector
+
+    real = Detector.run_network
+    calls = []
+
+    def interrupted(self, prepared):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, prepared)
+
+    monkeypatch.setattr(Detector, "run_network", interrupted)
+    target = tmp_path / f"faces{suffix}"
+    paths = [str(FACES / p) for p in SMALL_PHOTOS[:5]]
+    result = CliRunner().invoke(cli, ["embed", *paths, "--model", str(MOBILEFACENET), "--detector", str(YUNET),
+                                      "--device", "cpu", "--out", str(target)])
+    assert result.exit_code != 0 and len(calls) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither the file, its index, nor a .part
+
+
+def test_detect_through_the_library_run_gives_the_detectors_faces(tmp_path, yunet_cpu):
+    from facerun.face.images import load_image
+
+    paths = small_photos(tmp_path / "small")
+    result = CliRunner().invoke(cli, ["detect", str(tmp_path / "small"), "--model", str(YUNET), "--device", "cpu",
+                                      "--json", "--draw", str(tmp_path / "drawn")])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["image"] for r in rows] == [str(p) for p in paths]
+    for row, path in zip(rows, paths):
+        assert [f["box"] for f in row["faces"]] == [f.to_dict()["box"] for f in yunet_cpu.detect(load_image(path))]
+    assert sorted(p.name for p in (tmp_path / "drawn").iterdir()) == [p.with_suffix(".png").name for p in paths]
+
+
+# ------------------------------------------------------------------------------------------- bench --photos
+
+
+def test_bench_photos_gives_every_field_per_path(tmp_path):
+    paths = small_photos(tmp_path / "small")
+    result = CliRunner().invoke(cli, ["--allow-software", "bench", "--photos", str(tmp_path / "small"), "--paths",
+                                      "cpu,cpu-serial,gpu,opencv", "--embed", str(MOBILEFACENET), "--batch", "4",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    rows = {r["path"]: r for r in report["rows"]}
+    assert list(rows) == ["cpu", "cpu-serial", "gpu", "opencv"] and report["photos"] == len(paths)
+    fields = {"photos", "faces", "distinct_sizes", "photos_per_s", "faces_per_s", "first_photo_ms", "gpu_checks",
+              "programs_compiled", "seconds", "agree_with_cpu", "bottleneck"}
+    for path in ("cpu", "cpu-serial"):
+        row = rows[path]
+        assert fields <= set(row) and row["photos"] == len(paths) and row["faces"] > 0
+        assert row["distinct_sizes"] == len(paths) and row["photos_per_s"] > 0 and row["first_photo_ms"] > 0
+        assert set(row["seconds"]) == {"decode", "detect", "post", "align", "embed", "total"}
+        assert row["seconds"]["embed"] > 0 and row["gpu_checks"] == 0 and "%" in row["bottleneck"]
+    assert rows["cpu"]["agree_with_cpu"] is None
+    assert rows["cpu-serial"]["agree_with_cpu"]["same"] and rows["cpu-serial"]["faces"] == rows["cpu"]["faces"]
+    gpu = rows["gpu"]
+    if gpu["skipped"] and not gpu["photos"]:
+        assert "GPU" in gpu["skipped"] or "adapter" in gpu["skipped"]
+    else:
+        assert gpu["agree_with_cpu"]["same"] and gpu["gpu_whole_checks"] == 2 <= gpu["gpu_checks"]  # a model each
+    opencv = rows["opencv"]
+    if opencv["skipped"]:
+        assert "OpenCV" in opencv["skipped"]
+    else:
+        assert opencv["photos"] == len(paths) and opencv["agree_with_cpu"]["faces"] == rows["cpu"]["faces"]
+
+
+def test_bench_photos_refuses_an_empty_folder(tmp_path):
+    result = CliRunner().invoke(cli, ["bench", "--photos", str(tmp_path), "--paths", "cpu"])
+    assert result.exit_code == 1 and "no photos found" in result.output
