@@ -239,18 +239,21 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     rows = {r["path"]: r for r in report["rows"]}
-    assert list(rows) == ["cpu", "cpu-serial", "gpu", "opencv"] and report["photos"] == len(paths)
+    assert list(rows) == ["cpu", "cpu+embed", "cpu-serial", "cpu-serial+embed", "gpu", "gpu+embed", "opencv"]
+    assert report["photos"] == len(paths)
     fields = {"photos", "faces", "distinct_sizes", "photos_per_s", "faces_per_s", "first_photo_ms", "gpu_checks",
               "programs_compiled", "seconds", "agree_with_cpu", "bottleneck"}
-    for path in ("cpu", "cpu-serial"):
+    for path in ("cpu", "cpu-serial", "cpu+embed", "cpu-serial+embed"):
         row = rows[path]
         assert fields <= set(row) and row["photos"] == len(paths) and row["faces"] > 0
         assert row["distinct_sizes"] == len(paths) and row["photos_per_s"] > 0 and row["first_photo_ms"] > 0
         assert set(row["seconds"]) == {"decode", "detect", "post", "align", "embed", "total"}
-        assert row["seconds"]["embed"] > 0 and row["gpu_checks"] == 0 and "%" in row["bottleneck"]
+        assert (row["seconds"]["embed"] > 0) == path.endswith("+embed")
+        assert row["gpu_checks"] == 0 and "%" in row["bottleneck"]
     assert rows["cpu"]["agree_with_cpu"] is None
-    assert rows["cpu-serial"]["agree_with_cpu"]["same"] and rows["cpu-serial"]["faces"] == rows["cpu"]["faces"]
-    gpu = rows["gpu"]
+    for path in ("cpu-serial", "cpu+embed"):
+        assert rows[path]["agree_with_cpu"]["same"] and rows[path]["faces"] == rows["cpu"]["faces"]
+    gpu = rows["gpu+embed"]
     if gpu["skipped"] and not gpu["photos"]:
         assert "GPU" in gpu["skipped"] or "adapter" in gpu["skipped"]
     else:

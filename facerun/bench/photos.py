@@ -1,5 +1,6 @@
 """`facerun bench --photos DIR`: the end-to-end library benchmark, a row per path over one folder of photos.
 
+With an embedder, each facerun path gives two rows: detection alone (`cpu`) and the whole job (`cpu+embed`).
 Paths: `cpu` and `gpu` (the pipelined library run, facerun.face.library), `cpu-serial` and `gpu-serial` (the same
 work one photo after another: the loop facerun ran before the pipeline), `opencv` (cv2.FaceDetectorYN on the same
 decoded, equally shrunk photos). Every facerun row counts the one-off work its run paid for (facerun.counters) and
@@ -70,12 +71,14 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
         if on_row is not None:
             on_row(path)
         if path == "opencv":
-            row = opencv_row(photos, detector_model)
-        else:
-            row = facerun_row(path, photos, detector_model, embed_model, batch, workers)
-        rows.append(row)
-    reference = next((r for r in rows if r.path == "cpu" and not r.skipped), None)
-    reference = reference or next((r for r in rows if r.path == "cpu-serial" and not r.skipped), None)
+            rows.append(opencv_row(photos, detector_model))
+            continue
+        rows.append(facerun_row(path, photos, detector_model, None, batch, workers))
+        if embed_model is not None:  # detection alone, then the whole job: the figures of both in one run
+            if on_row is not None:
+                on_row(f"{path}+embed")
+            rows.append(facerun_row(path, photos, detector_model, embed_model, batch, workers))
+    reference = next((r for r in rows if r.path in ("cpu", "cpu-serial") and not r.skipped), None)
     for row in rows:
         if reference is not None and row is not reference and not row.skipped:
             row.agree_with_cpu = agreement(reference.faces_by_photo, row.faces_by_photo)
@@ -94,7 +97,7 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     from ..face.library import LibraryStats, iter_photo_faces
 
     device, serial = path.split("-")[0], path.endswith("-serial")
-    row = PhotoRow(path, workers=0 if serial else workers)
+    row = PhotoRow(path + ("+embed" if embed_model is not None else ""), workers=0 if serial else workers)
     try:
         detector = Detector(detector_model, device=device)
         embedder = Embedder(embed_model, device=device) if embed_model is not None else None
