@@ -156,10 +156,14 @@ def opencv_row(photos: list, detector_model) -> PhotoRow:
         row.skipped = "OpenCV is not installed (pip install opencv-python-headless)"
         return row
     from ..face import yunet
-    from ..face.detect import DEFAULT_MAX_SIDE, _resolve_model
+    from ..face.detect import DEFAULT_MAX_SIDE, _card
+    from ..face.families import family_of
     from ..face.images import load_image
 
-    model = _resolve_model(detector_model)
+    model = _card(detector_model).path
+    if not isinstance(family_of(model), yunet.YuNet):
+        row.skipped = f"cv2.FaceDetectorYN runs YuNet models; {model.name} is another family"
+        return row
     try:
         yn = cv2.FaceDetectorYN.create(str(model), "", (320, 320), 0.6, 0.3, 5000)
     except cv2.error as e:
