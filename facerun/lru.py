@@ -13,7 +13,8 @@ import numpy as np
 
 
 class LruCache:
-    def __init__(self, budget: int, cost: Callable[[object], int], on_evict: Callable[[Hashable, object], None] | None = None):
+    def __init__(self, budget: int, cost: Callable[[object], int],
+                 on_evict: Callable[[Hashable, object], None] | None = None):
         self.budget = int(budget)
         self.cost = cost
         self.on_evict = on_evict
@@ -54,6 +55,9 @@ class LruCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __iter__(self):
+        return iter(list(self._entries))
 
     def keys(self) -> list:
         return list(self._entries)

@@ -15,7 +15,6 @@ from .onnx.read import ImportedModel, read_model
 from .program import Program
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
-
 PROGRAM_BUDGET_MB = 512  # host memory for one model's compiled programs (FACERUN_PROGRAM_BUDGET_MB)
 
 
@@ -126,7 +125,7 @@ class Net:
 
     def prog_shapes(self) -> list[tuple]:
         """The input shapes compiled so far (batch programs of fixed-batch files not included)."""
-        return [k for k in self._programs.keys() if k[0] != "batch"]
+        return [k for k in self._programs if k[0] != "batch"]
 
     def _check_shape(self, shape):
         declared = self.input_shape

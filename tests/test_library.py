@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from people_fixtures import FACES, MOBILEFACENET, SMALL_PHOTOS, YUNET, need_real_data
 from PIL import Image
 
 from facerun import counters
 from facerun.cli import main as cli
 from facerun.face.library import LibraryStats, iter_photo_faces, iter_photo_faces_serial
 from facerun.lru import LruCache
-from people_fixtures import FACES, MOBILEFACENET, SMALL_PHOTOS, YUNET, need_real_data
 
 
 def small_photos(folder, sides=(160, 200, 240)):

@@ -276,8 +276,9 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
                     done: Future = Future()
                     done.set_result(photo)
                     posting.append(done)
-            # hand on what post-processing finished; wait for it only when it falls behind or nothing else is left
-            while posting and (posting[0].done() or len(posting) > 2 or not decoding):
+            # hand on what post-processing finished; wait for it only when it falls behind, for the first photo
+            # (its latency is what a user sees first) or when nothing else is left
+            while posting and (posting[0].done() or len(posting) > 2 or not decoding or stats.first_photo_s is None):
                 yield from batcher.add(posting.popleft().result())
         yield from batcher.finish()
     finally:

@@ -25,7 +25,6 @@ from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
 
-
 PROGRAM_BUDGET_MB = 1024
 
 
@@ -44,7 +43,8 @@ class GpuModel:
         self.dev = dev or D.get_device()
         self.weights = WeightStore(budget_bytes(budget_mb))
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
-                                  lambda hit: hit[1].device_bytes, lambda key, hit: counters.bump("gpu_programs_evicted"))
+                                  lambda hit: hit[1].device_bytes,
+                                  lambda key, hit: counters.bump("gpu_programs_evicted"))
         self._convs: dict[tuple, tuple[P.Conv, GpuProgram]] = {}
         self._lock = threading.Lock()
 
