@@ -51,7 +51,7 @@ class Net:
         card = self._card
         if card is None or card.source == UNKNOWN:
             card = card or identify_file(self.path, self.label, self.sha256)
-            card = recognise(card, self.input_shape, self.output_names, lambda: self.program(self.default_shape(1)))
+            card = recognise(card, self.input_shape, lambda: self.program(self.default_shape(1)))
             self._card = card
         return card
 

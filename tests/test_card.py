@@ -136,7 +136,7 @@ def test_unknown_files_are_recognised_by_their_graph(tmp_path):
     assert (card.source, card.kind, card.family) == ("graph", "embedder", "arcface-style")
     assert card.preprocess is None and card.input_range == (0.0, 255.0) and card.name is None
     for name, family in (("face_detection_yunet_2023mar.onnx", "yunet-2023mar"),
-                         ("face_detection_yunet_2022mar.onnx", "yunet-2022mar")):
+                         ("face_detection_yunet_2022mar.onnx", "yunet-2022mar"), ("det_500m.onnx", "scrfd")):
         detector = card_for(_resaved(real_model(name), tmp_path / name))
         assert (detector.source, detector.kind, detector.family) == ("graph", "detector", family)
 

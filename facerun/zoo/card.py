@@ -166,7 +166,7 @@ def card_for(name_or_path, models_dir=None) -> ModelCard:
     def compile_one():
         return compile_model(model, {name: (1, shape[1] or 3, *shape[2:])})
 
-    return recognise(card, shape, model.outputs, compile_one)
+    return recognise(card, shape, compile_one)
 
 
 def identify(name_or_path, models_dir=None) -> ModelCard:
@@ -318,17 +318,20 @@ def describe_hint(card: ModelCard, missing: list[str] | None) -> str:
 # ------------------------------------------------------------------------------------------- by graph shape
 
 
-def recognise(card: ModelCard, input_shape, output_names, compile_one) -> ModelCard:
+def recognise(card: ModelCard, input_shape, compile_one) -> ModelCard:
     """An UNKNOWN card completed from its graph: a 4-D image input of a small fixed size with one 2-D output is an
-    embedder, any other image model a detector (its family from its output names), the rest "other". The
-    pre-processing stays unknown. `compile_one()` gives the program for one item (only called for a fixed size)."""
+    embedder, any other image model a detector (its family, where one matches, from facerun.face.families), the
+    rest "other". The pre-processing stays unknown. `compile_one()` gives the program for one item (only called
+    for a fixed input size)."""
     if card.source != UNKNOWN:
         return card
     kind, family = "other", None
     if len(input_shape) == 4:
-        kind, family = "detector", _detector_family(output_names)
-        if all(d is not None and d <= EMBEDDER_MAX_SIDE for d in input_shape[2:]) and _one_vector_output(compile_one):
+        fixed_small = all(d is not None and d <= EMBEDDER_MAX_SIDE for d in input_shape[2:])
+        if fixed_small and _one_vector_output(compile_one):
             kind, family = "embedder", ARCFACE_STYLE
+        else:
+            kind, family = "detector", _detector_family(card.path)
     return dataclasses.replace(card, kind=kind, family=family, source="graph")
 
 
@@ -341,14 +344,17 @@ def _one_vector_output(compile_one) -> bool:
     return len(outs) == 1 and len(outs[0]) == 2
 
 
-def _detector_family(output_names) -> str | None:
-    # each detector family's module owns its graph's signature: the one place zoo asks face/, lazily
-    from ..face import yunet
+def _detector_family(path: Path) -> str | None:
+    """The detector family whose graph this is, named as the known table names families (yunet-2023mar, scrfd)."""
+    # each family's module owns its graph's signature (facerun.face.families): the one place zoo asks face/, lazily
+    from ..face import families
 
     try:
-        return f"yunet-{yunet.model_generation(output_names)}"
+        family = families.family_of(path)
     except ModelError:
         return None
+    generation = getattr(family, "generation", None)
+    return f"{family.name}-{generation}" if generation else family.name
 
 
 __all__ = [
