@@ -34,8 +34,8 @@ FAMILY_MODELS = {
     "blazeface-front128": ("blazeface_front128.onnx", "blazeface", 6),
     "yolov5n-0.5-face": ("yolov5n-0.5-face.onnx", "yolov5-face", 5),
 }
-# the families facerun's interpreter runs today (UltraFace needs Exp, BlazeFace needs Pad)
-FACERUN_RUNS = ("scrfd-500m", "retinaface-mnet025", "yolov5n-0.5-face")
+# every family's network runs on facerun's interpreter (UltraFace needs Exp, BlazeFace Pad: both supported now)
+FACERUN_RUNS = tuple(FAMILY_MODELS)
 # BlazeFace is MediaPipe's short-range model on a 128x128 input: it finds faces that fill a good part of the photo
 LARGE_SHARE = {"blazeface-front128": 0.3}
 LARGE_SHARE_DEFAULT = 0.1  # a "large" YuNet face is at least this share of the photo's shorter side tall
@@ -243,25 +243,47 @@ def test_facerun_path_gives_onnxruntimes_faces(name, data_dir):
     ours, oracle = Detector(name, device="cpu"), Detector(name, runtime="onnxruntime")
     assert ours.device == "cpu" and oracle.device == "onnxruntime"
     seen = 0
-    for photo in ["group/insightface_t1.jpg", "group/fr_kit_with_rose.jpg", "obama/obama.jpg"]:
+    for photo in ["group/insightface_t1.jpg", "group/fr_two_people.jpg", "group/fr_kit_with_rose.jpg",
+                  "obama/obama.jpg"]:
         rgb = load_image(data_dir / "faces" / photo)
         a, b = ours.detect(rgb), oracle.detect(rgb)
-        assert len(a) == len(b) >= 1, photo
+        assert len(a) == len(b), photo
+        if not a:
+            continue  # BlazeFace, a short-range model, finds none of the small faces in insightface_t1
         seen += len(a)
         iou = box_iou(_boxes(a), _boxes(b))
         pairs = [(f, b[j]) for f, j in zip(a, iou.argmax(axis=1))]  # near-equal scores may swap places
         assert iou.max(axis=1).min() > 0.999
         assert max(abs(f.score - g.score) for f, g in pairs) < 1e-4
-        assert max(np.abs(f.landmarks - g.landmarks).max() for f, g in pairs) < 0.05
-    assert seen >= 6
+        if a[0].landmarks is not None:
+            assert max(np.abs(f.landmarks - g.landmarks).max() for f, g in pairs) < 0.05
+    assert seen >= 4
 
 
-@pytest.mark.parametrize("name, op", [("ultraface-rfb320", "Exp"), ("blazeface-front128", "Pad")])
-def test_unsupported_ops_say_which_and_how_to_run_meanwhile(name, op):
-    real_model(FAMILY_MODELS[name][0])
+def _family_graph_with_an_unsupported_op(path: Path) -> Path:
+    """A file with UltraFace's input and outputs whose graph uses an operator facerun does not run (Erf)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def value(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    nodes = [helper.make_node("Erf", ["input"], ["scores"]), helper.make_node("Erf", ["input"], ["boxes"])]
+    graph = helper.make_graph(nodes, "ultraface-like", [value("input", [1, 3, 240, 320])],
+                              [value("scores", [1, 4420, 2]), value("boxes", [1, 4420, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def test_unsupported_ops_say_which_and_how_to_run_meanwhile(tmp_path, data_dir):
+    path = _family_graph_with_an_unsupported_op(tmp_path / "ultraface-like.onnx")
+    assert families.family_of(path).name == "ultraface"
     with pytest.raises(UnsupportedOps) as caught:
-        Detector(name, device="cpu")
-    assert op in caught.value.ops and "--runtime onnxruntime" in str(caught.value)
+        Detector(path, device="cpu")
+    assert "Erf" in caught.value.ops and "--runtime onnxruntime" in str(caught.value)
+    line = _one_error_line(_cli("detect", data_dir / "faces" / "obama" / "obama.jpg", "--model", path,
+                                "--device", "cpu"))
+    assert "Erf" in line and "--runtime onnxruntime" in line
 
 
 # ----------------------------------------------------------------------------------------------- alignment
@@ -322,9 +344,9 @@ def test_cli_detect_json_for_each_kind_of_landmarks(data_dir):
 def test_cli_detect_table_names_the_familys_landmarks(data_dir):
     real_model("blazeface_front128.onnx")
     photo = data_dir / "faces" / "group" / "fr_two_people.jpg"
-    result = _cli("detect", photo, "--model", "blazeface-front128", "--runtime", "onnxruntime")
+    result = _cli("detect", photo, "--model", "blazeface-front128", "--device", "cpu")  # facerun's interpreter
     assert result.exit_code == 0, result.output
-    assert "2 faces" in result.stdout and "ear R" in result.stdout and "blazeface" in result.stdout
+    assert "2 faces" in result.stdout and "ear R" in result.stdout and "blazeface, cpu" in result.stdout
 
 
 def test_cli_draw_without_landmarks_and_with_six(data_dir, tmp_path):
@@ -335,13 +357,6 @@ def test_cli_draw_without_landmarks_and_with_six(data_dir, tmp_path):
         result = _cli("detect", photo, "--model", name, "--runtime", "onnxruntime", "--draw", out)
         assert result.exit_code == 0, result.output
         assert out.stat().st_size > 0
-
-
-def test_cli_unsupported_ops_are_one_line(data_dir):
-    real_model("ultraface_RFB-320.onnx")
-    line = _one_error_line(_cli("detect", data_dir / "faces" / "obama" / "obama.jpg", "--model",
-                                "ultraface-rfb320", "--device", "cpu"))
-    assert "Exp" in line and "--runtime onnxruntime" in line
 
 
 def test_cli_embed_refuses_a_detector_without_five_points(data_dir, tmp_path):

@@ -32,7 +32,7 @@ def detector_options(function):
                      show_default=True,
                      help="onnxruntime: run the network with onnxruntime on the CPU (the reference oracle, needs "
                           "facerun[oracles]); for comparisons, and for models using operators facerun does not run "
-                          "yet (UltraFace: Exp, BlazeFace: Pad). Decoding is facerun's either way."),
+                          "yet. Pre-processing and decoding are facerun's either way."),
         click.option("--score", type=click.FloatRange(0, 1), default=None,
                      help="Keep faces scoring at least this. Default: the family's own (YuNet 0.6, SCRFD 0.5, "
                           "RetinaFace 0.6, UltraFace 0.7, BlazeFace 0.75, YOLOv5-face 0.6)."),

@@ -4,7 +4,7 @@ no landmarks.
 Pre- and post-processing as the project's `detect_imgs_onnx.py` does them:
 - RGB, resized to the input size (320x240 for the -320 files) without keeping the aspect, (x - 127) / 128;
 - outputs scores [1, P, 2] (softmax applied, column 1 = face) and boxes [1, P, 4], corner form as fractions of the
-  input (the priors and the variance decoding are part of the graph, which uses Exp);
+  input (the priors and the variance decoding are part of the graph);
 - score > 0.7, hard NMS at IoU 0.3.
 """
 
