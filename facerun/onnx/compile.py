@@ -80,6 +80,32 @@ class Compiler:
         self.node = node
         if handler is None:
             raise ModelError(f"node '{node.name}' ({node.op}): facerun does not support this operator")
+        ins = self._arguments(node)
+        present = [v for v in ins if v is not None]
+        self.folding = bool(present) and all(v.is_const for v in present)
+        try:
+            result = handler(self, *ins, **node.attrs)
+        except (InputError, ModelError):
+            raise
+        except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as e:
+            raise InputError(f"node '{node.name}' ({node.op}): {e}") from None
+        finally:
+            folded, self.folding = self.folding, False
+            self._scratch.clear()
+        if folded and node.op != "Shape":  # a Shape always folds, whatever it reads: not worth a line
+            self.folded.append(f"{node.op} '{node.name}' evaluated at compile time")
+        results = result if isinstance(result, tuple) else (result,)
+        for i, name in enumerate(node.outputs):
+            if not name:
+                continue
+            if i < len(results) and results[i] is not None:
+                self.env[name] = replace(results[i], name=name)
+            else:
+                why = f"node '{node.name}' ({node.op}): its output {i} ('{name}') is not supported"
+                self.env[name] = _Unavailable(why)
+
+    def _arguments(self, node: Node) -> list[Operand | None]:
+        """The node's inputs, checked against what its handler reads (inputs and attributes)."""
         spec = params(node.op)
         ins = [self._operand(name) for name in node.inputs]
         while ins and ins[-1] is None:
@@ -94,28 +120,7 @@ class Compiler:
             self.refuse(f"attribute '{bad}' is not supported")
         for name in sorted(spec.required_attrs - set(node.attrs)):
             self.refuse(f"attribute '{name}' is missing")
-        present = [v for v in ins if v is not None]
-        self.folding = bool(present) and all(v.is_const for v in present)
-        try:
-            result = handler(self, *ins, **node.attrs)
-        except (InputError, ModelError):
-            raise
-        except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as e:
-            raise InputError(f"node '{node.name}' ({node.op}): {e}") from None
-        finally:
-            folded, self.folding = self.folding, False
-            self._scratch.clear()
-        if folded and node.op != "Shape":
-            self.folded.append(f"{node.op} '{node.name}' evaluated at compile time")
-        results = result if isinstance(result, tuple) else (result,)
-        for i, name in enumerate(node.outputs):
-            if not name:
-                continue
-            if i < len(results) and results[i] is not None:
-                self.env[name] = replace(results[i], name=name)
-            else:
-                why = f"node '{node.name}' ({node.op}): its output {i} ('{name}') is not supported"
-                self.env[name] = _Unavailable(why)
+        return ins
 
     def _operand(self, name: str) -> Operand | None:
         if not name:
