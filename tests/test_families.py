@@ -34,8 +34,8 @@ FAMILY_MODELS = {
     "blazeface-front128": ("blazeface_front128.onnx", "blazeface", 6),
     "yolov5n-0.5-face": ("yolov5n-0.5-face.onnx", "yolov5-face", 5),
 }
-# the families facerun's interpreter runs today (UltraFace needs Exp, BlazeFace needs Pad)
-FACERUN_RUNS = ("scrfd-500m", "retinaface-mnet025", "yolov5n-0.5-face")
+# every family runs on facerun's own path (UltraFace's Exp and BlazeFace's Pad included)
+FACERUN_RUNS = ("scrfd-500m", "retinaface-mnet025", "ultraface-rfb320", "blazeface-front128", "yolov5n-0.5-face")
 # BlazeFace is MediaPipe's short-range model on a 128x128 input: it finds faces that fill a good part of the photo
 LARGE_SHARE = {"blazeface-front128": 0.3}
 LARGE_SHARE_DEFAULT = 0.1  # a "large" YuNet face is at least this share of the photo's shorter side tall
@@ -243,25 +243,40 @@ def test_facerun_path_gives_onnxruntimes_faces(name, data_dir):
     ours, oracle = Detector(name, device="cpu"), Detector(name, runtime="onnxruntime")
     assert ours.device == "cpu" and oracle.device == "onnxruntime"
     seen = 0
-    for photo in ["group/insightface_t1.jpg", "group/fr_kit_with_rose.jpg", "obama/obama.jpg"]:
+    # BlazeFace (a short-range model) finds only the large faces: its count may be 0 on a group photo
+    for photo in ["group/insightface_t1.jpg", "group/fr_kit_with_rose.jpg", "group/fr_two_people.jpg",
+                  "obama/obama.jpg"]:
         rgb = load_image(data_dir / "faces" / photo)
         a, b = ours.detect(rgb), oracle.detect(rgb)
-        assert len(a) == len(b) >= 1, photo
+        assert len(a) == len(b), photo
         seen += len(a)
+        if not a:
+            continue
         iou = box_iou(_boxes(a), _boxes(b))
         pairs = [(f, b[j]) for f, j in zip(a, iou.argmax(axis=1))]  # near-equal scores may swap places
         assert iou.max(axis=1).min() > 0.999
         assert max(abs(f.score - g.score) for f, g in pairs) < 1e-4
-        assert max(np.abs(f.landmarks - g.landmarks).max() for f, g in pairs) < 0.05
-    assert seen >= 6
+        if a[0].landmarks is not None:
+            assert max(np.abs(f.landmarks - g.landmarks).max() for f, g in pairs) < 0.05
+    assert seen >= 3
 
 
-@pytest.mark.parametrize("name, op", [("ultraface-rfb320", "Exp"), ("blazeface-front128", "Pad")])
-def test_unsupported_ops_say_which_and_how_to_run_meanwhile(name, op):
-    real_model(FAMILY_MODELS[name][0])
+def _with_an_op_facerun_lacks(tmp_path) -> Path:
+    """UltraFace with its Exp node turned into Softplus, an operator facerun does not run (the graph's outputs, which
+    name the family, unchanged)."""
+    import onnx
+
+    model = onnx.load(str(real_model("ultraface_RFB-320.onnx")))
+    next(n for n in model.graph.node if n.op_type == "Exp").op_type = "Softplus"
+    path = tmp_path / "ultraface_softplus.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_unsupported_ops_say_which_and_how_to_run_meanwhile(tmp_path):
     with pytest.raises(UnsupportedOps) as caught:
-        Detector(name, device="cpu")
-    assert op in caught.value.ops and "--runtime onnxruntime" in str(caught.value)
+        Detector(_with_an_op_facerun_lacks(tmp_path), device="cpu")
+    assert "Softplus" in caught.value.ops and "--runtime onnxruntime" in str(caught.value)
 
 
 # ----------------------------------------------------------------------------------------------- alignment
@@ -322,7 +337,7 @@ def test_cli_detect_json_for_each_kind_of_landmarks(data_dir):
 def test_cli_detect_table_names_the_familys_landmarks(data_dir):
     real_model("blazeface_front128.onnx")
     photo = data_dir / "faces" / "group" / "fr_two_people.jpg"
-    result = _cli("detect", photo, "--model", "blazeface-front128", "--runtime", "onnxruntime")
+    result = _cli("detect", photo, "--model", "blazeface-front128", "--device", "cpu")  # facerun's own path
     assert result.exit_code == 0, result.output
     assert "2 faces" in result.stdout and "ear R" in result.stdout and "blazeface" in result.stdout
 
@@ -337,11 +352,10 @@ def test_cli_draw_without_landmarks_and_with_six(data_dir, tmp_path):
         assert out.stat().st_size > 0
 
 
-def test_cli_unsupported_ops_are_one_line(data_dir):
-    real_model("ultraface_RFB-320.onnx")
+def test_cli_unsupported_ops_are_one_line(data_dir, tmp_path):
     line = _one_error_line(_cli("detect", data_dir / "faces" / "obama" / "obama.jpg", "--model",
-                                "ultraface-rfb320", "--device", "cpu"))
-    assert "Exp" in line and "--runtime onnxruntime" in line
+                                _with_an_op_facerun_lacks(tmp_path), "--device", "cpu"))
+    assert "Softplus" in line and "--runtime onnxruntime" in line
 
 
 def test_cli_embed_refuses_a_detector_without_five_points(data_dir, tmp_path):
