@@ -62,15 +62,20 @@ class Compiler:
     def compile(self) -> P.Program:
         for node in self.model.nodes:
             self._lower(node)
-        outputs = []
+        outputs, exact = [], {}
         for name in self.model.outputs:
             v = self.env.get(name)
             if v is None:
                 raise ModelError(f"output '{name}' is never produced")
             if isinstance(v, _Unavailable):
                 raise ModelError(v.why)
+            declared = self.model.output_types.get(name)
+            if v.is_const and v.data.dtype.kind in "iub":
+                exact[name] = v.data  # shape arithmetic: the integers themselves, not a float32 copy
+            elif declared is not None and not (v.is_const and str(v.data.dtype) == declared):
+                raise ModelError(f"output '{name}' is declared {declared}; facerun computes float32 tensors only")
             outputs.append((name, self._const_value(name, v.data) if v.is_const else v.vid))
-        prog = P.Program(self.values, self.steps, self.inputs, outputs, self.folded)
+        prog = P.Program(self.values, self.steps, self.inputs, outputs, self.folded, exact)
         passes.run(prog)
         prog.assign_lifetimes()
         return prog
