@@ -12,10 +12,10 @@ from functools import cache
 
 import numpy as np
 import pytest
+from onnx_node_cases import in_scope
 
 from facerun.errors import FacerunError
 from facerun.onnx.read import SUPPORTED
-from onnx_node_cases import in_scope
 
 CASES = {c.name: c for c in in_scope(SUPPORTED)}
 

@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from .. import cpu
+from .. import cpu, limits
 from .. import program as P
 from ..errors import InputError, ModelError
 from . import passes
@@ -158,6 +158,10 @@ class Compiler:
         """An input shape the node cannot take: an InputError naming the node and its operator."""
         raise InputError(f"node '{self.node.name}' ({self.node.op}): {why}")
 
+    def check_size(self, shape, itemsize: int = 4) -> None:
+        """Refuse an output past the tensor size limit before anything is allocated for it."""
+        limits.check_tensor(shape, f"node '{self.node.name}' ({self.node.op})", itemsize)
+
     def note(self, text: str) -> None:
         self.folded.append(text)
 
@@ -189,6 +193,7 @@ class Compiler:
         evaluate it on the CPU interpreter's step code instead and return the constant."""
         shape = tuple(int(d) for d in shape)
         name = name or self.outputs[0]
+        self.check_size(shape)
         if self.folding:
             y = np.asarray(cpu.run_step(step, [self._scratch[v] for v in step.reads], shape, threads=1))
             return Operand(name, shape, data=y if y.shape == shape else y.reshape(shape))

@@ -62,6 +62,17 @@ def _tensor(t) -> np.ndarray:
     return np.array(numpy_helper.to_array(t))
 
 
+def _defined(op: str, opset: int) -> bool:
+    """Whether the default domain's opset `opset` defines operator `op` (some came later: Resize in 10)."""
+    import onnx
+
+    try:
+        onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    return True
+
+
 def _elem_type(value_info) -> str | None:
     """A graph input's or output's declared element type in numpy's words ("float32", "int64"), None if unset."""
     from onnx import TensorProto, helper
@@ -107,6 +118,9 @@ def read_model(path) -> ImportedModel:
             opset = o.version
     if opset == 0:
         opset = 9  # very old files may leave the default domain out
+    newest = onnx.defs.onnx_opset_version()
+    if not 1 <= opset <= newest:
+        raise ModelError(f"{path}: opset {opset} is not one ONNX defines (1 to {newest} with the installed onnx)")
 
     unsupported: dict[str, str] = {}
     nodes = []
@@ -115,6 +129,8 @@ def read_model(path) -> ImportedModel:
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
         if op not in SUPPORTED:
             unsupported.setdefault(op, name)
+        elif not _defined(op, opset):
+            raise ModelError(f"{path}: node '{name}' ({op}): ONNX opset {opset} has no {op} operator")
         try:
             attrs = {a.name: _attr_value(a) for a in n.attribute}
         except Exception as e:
