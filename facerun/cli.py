@@ -9,6 +9,7 @@ import sys
 import click
 
 from .commands.common import allow_software_option
+from .commands.types import FiniteRange
 from .errors import FacerunError
 
 # command name -> module in facerun.commands (each defines a click command named `command`)
@@ -64,7 +65,7 @@ class FacerunGroup(click.Group):
 @click.version_option(package_name="facerun")
 @click.option("--gpu-concurrency", type=click.IntRange(1, None), default=None,
               help="At most this many GPU runs at once (default: no limit).")
-@click.option("--gpu-share", type=click.FloatRange(0.05, 1.0), default=None,
+@click.option("--gpu-share", type=FiniteRange(0.05, 1.0), default=None,
               help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F (default 1).")
 @allow_software_option()
 def main(gpu_concurrency, gpu_share, allow_software):

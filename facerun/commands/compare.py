@@ -12,6 +12,7 @@ from ..errors import ImageError
 from ..zoo.known import KNOWN
 from .common import err, out
 from .embed import embedder_options, make_detector, make_embedder
+from .types import FiniteRange
 
 
 def _threshold_lines() -> str:
@@ -43,7 +44,7 @@ Replicas have random weights, so no threshold means anything for them; the verdi
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @embedder_options
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Cosine at or above which the faces count as one person. Default: the model's.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"a","b","model","cosine","threshold","same"} as one JSON object.')

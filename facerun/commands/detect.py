@@ -15,6 +15,7 @@ from ..errors import FacerunError, ImageError, InputError
 from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..io import atomic_write, check_output_file, check_output_folder
 from .common import err, error_line, finish, out, progress_bar
+from .types import FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
 
@@ -27,9 +28,9 @@ def detector_options(function):
                           "Default: yunet-2023mar, looked up in $FACERUN_MODELS and the cache folder."),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                      help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
-        click.option("--score", type=click.FloatRange(0, 1), default=0.6, show_default=True,
+        click.option("--score", type=FiniteRange(0, 1), default=0.6, show_default=True,
                      help="Keep faces scoring at least this."),
-        click.option("--nms", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+        click.option("--nms", type=FiniteRange(0, 1), default=0.3, show_default=True,
                      help="Drop a face overlapping a better one by more than this IoU."),
         click.option("--top-k", type=int, default=5000, show_default=True,
                      help="Candidates kept before NMS (0 or less: all)."),

@@ -15,6 +15,7 @@ from ..errors import InputError
 from .common import err, error_line, finish, out, progress_bar
 from .embed import embedder_options, make_detector
 from .index import embedder_for
+from .types import FiniteRange
 
 
 @click.command("identify")
@@ -26,7 +27,7 @@ from .index import embedder_for
               help="Keep the known gallery's embeddings in this face database: later runs embed only new or "
                    "changed known photos; without --known, the gallery is used as stored.")
 @embedder_options
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Cosine below which a face is 'unknown'. Default: the model's (see `facerun compare --help`).")
 @click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True, help="Faces per network call.")
 @click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","name","cosine"}], one per face.')

@@ -10,6 +10,7 @@ import click
 
 from .common import err, error_line, finish, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
+from .types import FiniteRange
 
 
 def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr, threshold=None):
@@ -30,7 +31,7 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
               help="Faces per network call (on the GPU: one submission per batch).")
 @click.option("--commit-every", type=click.IntRange(min=1), default=16, show_default=True,
               help="Photos per transaction: a killed run loses at most these, never part of a photo.")
-@click.option("--wait", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--wait", type=FiniteRange(min=0), default=0.0, show_default=True,
               help="Seconds to wait for another process writing the same database before refusing.")
 @click.option("--keep-missing", is_flag=True, help="Keep photos that are gone from disk (default: drop them).")
 @click.option("--json", "as_json", is_flag=True,

@@ -11,6 +11,7 @@ from ..errors import ModelError
 from ..zoo import find
 from ..zoo.known import KNOWN, by_name
 from .common import err, error_line, out, progress_bar
+from .types import FiniteRange
 
 _MODELS_HELP = "Look in DIR first (before $FACERUN_MODELS and the cache folder)."
 
@@ -169,7 +170,7 @@ def verify_command(ctx, models_dir, as_json):
 @click.option("--dest", type=click.Path(file_okay=False), metavar="DIR", help="Save into DIR, not the cache folder.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=FiniteRange(min=0.1),
     default=30.0,
     show_default=True,
     metavar="SECONDS",

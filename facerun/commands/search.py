@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from .common import err, out
+from .types import FiniteRange
 
 
 @click.command("search")
@@ -17,7 +18,7 @@ from .common import err, out
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The face database made by `facerun index`.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Photos to list.")
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Leave out photos below this cosine (default: list the --top best whatever their cosine).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
 @click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",

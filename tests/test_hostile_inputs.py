@@ -1,0 +1,66 @@
+"""Bad inputs outside the model file: odd files given as images, huge images, numbers that are not numbers. Each is
+refused in one line, before any work, never a hang, a MemoryError or an internal error."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from facerun.cli import main
+from facerun.errors import FacerunError, GpuError, ImageError
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_is_refused_without_reading_it(tmp_path):
+    from facerun.face.images import load_image
+
+    fifo = tmp_path / "photo.jpg"
+    os.mkfifo(fifo)
+    with pytest.raises(ImageError, match="not a regular file"):
+        load_image(fifo)  # opening it for reading would wait for a writer forever
+
+
+def test_an_image_past_the_pixel_limit_is_refused_before_decoding(tmp_path, monkeypatch):
+    from facerun.face.images import load_image
+
+    path = tmp_path / "big.png"
+    Image.fromarray(np.zeros((300, 400, 3), np.uint8)).save(path)
+    monkeypatch.setenv("FACERUN_MAX_PIXELS", "100000")
+    with pytest.raises(ImageError, match=r"400x300 .*FACERUN_MAX_PIXELS"):
+        load_image(path)
+    monkeypatch.setenv("FACERUN_MAX_PIXELS", "120000")
+    assert load_image(path).shape == (300, 400, 3)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "lots"])
+def test_a_gpu_budget_that_is_not_a_size_is_refused(value, monkeypatch):
+    from facerun.gpu.memory import budget_bytes
+
+    monkeypatch.setenv("FACERUN_GPU_BUDGET_MB", value)
+    with pytest.raises(GpuError, match="FACERUN_GPU_BUDGET_MB"):
+        budget_bytes()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_a_tensor_limit_that_is_not_a_size_is_refused(value, monkeypatch):
+    from facerun import limits
+
+    monkeypatch.setenv("FACERUN_MAX_TENSOR_MB", value)
+    with pytest.raises(FacerunError, match="FACERUN_MAX_TENSOR_MB"):
+        limits.check_tensor((1, 3, 8, 8), "x")
+
+
+@pytest.mark.parametrize("args", [
+    ["--gpu-share", "nan", "inspect", "every-op-small"],
+    ["compare", "a.jpg", "b.jpg", "--threshold", "nan"],
+    ["identify", "a.jpg", "--known", ".", "--threshold", "nan"],
+    ["detect", "a.jpg", "--score", "nan"],
+])
+def test_nan_options_are_usage_errors(args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "not a finite number" in result.output
