@@ -64,3 +64,37 @@ def test_nan_options_are_usage_errors(args):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert "not a finite number" in result.output
+
+
+def _strict_json(text: str):
+    import json
+
+    def no_constants(name):
+        raise AssertionError(f"{name} in JSON output")
+
+    return json.loads(text, parse_constant=no_constants)
+
+
+def test_nan_in_json_output_is_null(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from onnx_graphs import one_node, save
+
+    w = np.full((2, 3, 3, 3), np.nan, np.float32)
+    path = save(one_node("Conv", (1, 3, 8, 8), {"w": w}), tmp_path / "nan.onnx")
+    result = CliRunner().invoke(main, ["parity", path, "--json"])
+    doc = _strict_json(result.stdout)
+    assert doc["outputs"][0]["max_abs"] is None or "max_abs" not in doc["outputs"][0]
+
+
+def test_drawing_infinite_or_nan_boxes_skips_them():
+    from facerun.face.detect import Face
+    from facerun.face.draw import draw_faces
+
+    rgb = np.zeros((40, 60, 3), np.uint8)
+    marks = np.full((5, 2), 10.0)
+    faces = [Face(0.9, (np.inf, 0.0, 10.0, 10.0), marks), Face(float("nan"), (0.0, 0.0, np.nan, 5.0), marks),
+             Face(0.9, (1e30, 1e30, 1e30, 1e30), marks), Face(0.9, (5.0, 5.0, 20.0, 20.0), np.full((5, 2), np.inf))]
+    image = draw_faces(rgb, faces)
+    drawn = np.asarray(image)
+    assert drawn.shape == (40, 60, 3)
+    assert drawn[5, 5:25].any() and not drawn[30:, 40:].any()  # the finite box only

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx_graphs import one_node, save
 
 import facerun
 from facerun.errors import FacerunError
+
+from onnx_graphs import one_node, save
 
 W = np.ones((2, 3, 3, 3), np.float32)
 
@@ -98,3 +99,14 @@ def test_slice_with_a_negative_step_reverses(tmp_path):
                                              "st": np.array([-1])})
     x = np.arange(12, dtype=np.float32).reshape(1, 3, 2, 2)
     np.testing.assert_array_equal(facerun.load(save(model, tmp_path / "m.onnx")).run(x)[0], x[:, ::-1])
+
+
+def test_onnxruntime_refusing_a_file_is_one_line(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from facerun.bench import oracle
+
+    # facerun refuses this at load; onnxruntime, asked directly (parity, bench), refuses it too, in one line
+    path = save(one_node("Conv", (1, 3, 8, 8), {"w": W}, {"pads": [-1, 0, 0, 0]}), tmp_path / "m.onnx")
+    with pytest.raises(FacerunError) as err:
+        oracle.run(oracle.session(path), {"x": np.ones((1, 3, 8, 8), np.float32)})
+    assert "\n" not in str(err.value) and "onnxruntime" in str(err.value)

@@ -78,7 +78,10 @@ def test_cpu(name, folder):
         assert "\n" not in detail and _names_what(detail, CASES[name]), detail
 
 
-@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if next(iter(c.feeds.values())).dtype == np.float32))
+FLOAT32 = sorted(n for n, c in CASES.items() if next(iter(c.feeds.values())).dtype == np.float32)
+
+
+@pytest.mark.parametrize("name", FLOAT32)
 def test_gpu(name, folder, gpu_model):
     outcome, net = _cpu(name, folder)
     if outcome != "pass":

@@ -4,6 +4,7 @@ exit codes, the --allow-software switch, --size parsing and number formats."""
 from __future__ import annotations
 
 import json
+import math
 from typing import NoReturn
 
 import click
@@ -117,8 +118,24 @@ def sample_input(net, shape, seed: int = 0):
     return seeded_input(shape, seed, net.card.input_range)
 
 
+def finite_json(obj):
+    """obj with every NaN or infinity as None: JSON has no such numbers, and a bare `NaN` is invalid JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def json_dumps(obj, **kwargs) -> str:
+    """json.dumps of `finite_json(obj)`: the text every --json output prints (NaN written as null)."""
+    return json.dumps(finite_json(obj), allow_nan=False, **kwargs)
+
+
 def print_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2))
+    click.echo(json_dumps(obj, indent=2))
 
 
 def fmt_count(n: float) -> str:

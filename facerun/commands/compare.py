@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import click
 
 from ..errors import ImageError
 from ..zoo.known import KNOWN
-from .common import err, out
+from .common import err, json_dumps, out
 from .embed import embedder_options, make_detector, make_embedder
 from .types import FiniteRange
 
@@ -71,7 +70,7 @@ def command(a, b, model, device, detector_model, input_size, mean, std, bgr, thr
     same = same_person(cos, limit) if limit is not None else None
 
     if as_json:
-        click.echo(json.dumps({"a": str(a), "b": str(b), "model": embedder.name, "cosine": round(cos, 6),
+        click.echo(json_dumps({"a": str(a), "b": str(b), "model": embedder.name, "cosine": round(cos, 6),
                                "threshold": limit, "same": same}, indent=2))
         return
     if same is None:

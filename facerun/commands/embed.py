@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import click
@@ -13,7 +12,7 @@ from rich.text import Text
 
 from ..errors import FacerunError, InputError
 from ..io import check_output_file, jsonl_writer, npy_writer, write_together
-from .common import err, error_line, finish, out, progress_bar
+from .common import err, error_line, finish, json_dumps, out, progress_bar
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -113,7 +112,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     if outputs is not None and timing.images > 0:
         written = _write(outputs, records, embedder)
     if as_json:
-        click.echo(json.dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
+        click.echo(json_dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
     elif outputs is None:
         out.print(_faces_table(records))
     summary_console = err if as_json else out

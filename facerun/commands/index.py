@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import click
 
-from .common import err, error_line, finish, progress_bar
+from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
 from .types import FiniteRange
 
@@ -74,7 +73,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     for _, error in report.failed:
         error_line(error)
     if as_json:
-        click.echo(json.dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
+        click.echo(json_dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
                                "photos_total": totals["photos"], "faces_total": totals["faces"]}, indent=2))
     else:
         speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
