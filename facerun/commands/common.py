@@ -4,7 +4,6 @@ exit codes, the --allow-software switch, --size parsing and number formats."""
 from __future__ import annotations
 
 import json
-import math
 from typing import NoReturn
 
 import click
@@ -118,19 +117,10 @@ def sample_input(net, shape, seed: int = 0):
     return seeded_input(shape, seed, net.card.input_range)
 
 
-def finite_json(obj):
-    """obj with every NaN or infinity as None: JSON has no such numbers, and a bare `NaN` is invalid JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite_json(v) for v in obj]
-    return obj
-
-
 def json_dumps(obj, **kwargs) -> str:
     """json.dumps of `finite_json(obj)`: the text every --json output prints (NaN written as null)."""
+    from ..io import finite_json
+
     return json.dumps(finite_json(obj), allow_nan=False, **kwargs)
 
 

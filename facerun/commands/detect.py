@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from rich.text import Text
 from ..errors import FacerunError, ImageError, InputError
 from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..io import atomic_write, check_output_file, check_output_folder
-from .common import err, error_line, finish, out, progress_bar
+from .common import err, error_line, finish, json_dumps, out, progress_bar
 from .types import FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
@@ -105,7 +104,7 @@ def command(images, model, device, score, nms, top_k, max_side, as_json, draw_to
                 progress.advance(task)
 
     if as_json:
-        click.echo(json.dumps(results, indent=2))
+        click.echo(json_dumps(results, indent=2))
     if failed:
         finish(False)
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 from rich.table import Table
 
 from ..errors import ModelError
 from ..zoo import find
 from ..zoo.known import KNOWN, by_name
-from .common import err, error_line, out, progress_bar
+from .common import err, error_line, json_dumps, out, progress_bar
 from .types import FiniteRange
 
 _MODELS_HELP = "Look in DIR first (before $FACERUN_MODELS and the cache folder)."
@@ -104,7 +102,7 @@ def list_command(ctx, models_dir, as_json):
     """Show the search folders and every known model: present or missing, where, and whether its sha256 is right."""
     report = _inventory(_models_dir(ctx, models_dir))
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json_dumps(report, indent=2))
     else:
         _print_inventory(report)
 
@@ -142,7 +140,7 @@ def verify_command(ctx, models_dir, as_json):
     mismatches = [r for r in rows if r["status"] == "mismatch"]
 
     if as_json:
-        click.echo(json.dumps({"files": rows, "mismatches": len(mismatches)}, indent=2))
+        click.echo(json_dumps({"files": rows, "mismatches": len(mismatches)}, indent=2))
     elif not rows:
         dirs = ", ".join(str(d) for d in find.search_dirs(models_dir))
         click.echo(f"no .onnx files in {dirs}")
