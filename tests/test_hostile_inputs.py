@@ -55,7 +55,7 @@ def test_a_tensor_limit_that_is_not_a_size_is_refused(value, monkeypatch):
 
 
 @pytest.mark.parametrize("args", [
-    ["--gpu-share", "nan", "inspect", "every-op-small"],
+    ["--gpu-share", "nan", "inspect", "every-op"],
     ["compare", "a.jpg", "b.jpg", "--threshold", "nan"],
     ["identify", "a.jpg", "--known", ".", "--threshold", "nan"],
     ["detect", "a.jpg", "--score", "nan"],
@@ -107,3 +107,27 @@ def test_drawing_infinite_or_nan_boxes_skips_them():
     drawn = np.asarray(image)
     assert drawn.shape == (40, 60, 3)
     assert drawn[5, 5:25].any() and not drawn[30:, 40:].any()  # the finite box only
+
+
+@pytest.mark.parametrize("args", [["detect", "--no-such-option"], ["no-such-command"], ["detect"],
+                                  ["bench", "every-op", "--runs", "many"]])
+def test_usage_errors_are_one_error_line_and_exit_2(args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "--help" in lines[0], result.stderr
+
+
+def test_adapter_exits_3_when_no_adapter_is_usable(monkeypatch):
+    monkeypatch.setenv("FACERUN_GPU", "off")
+    result = CliRunner().invoke(main, ["adapter"])
+    assert result.exit_code == 3, result.output
+    result = CliRunner().invoke(main, ["adapter", "--json"])
+    assert result.exit_code == 3 and _strict_json(result.stdout)["used"] is None
+
+
+def test_device_gpu_without_a_gpu_exits_3(monkeypatch):
+    monkeypatch.setenv("FACERUN_GPU", "off")
+    result = CliRunner().invoke(main, ["parity", "sface-arch-small", "--device", "gpu"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1

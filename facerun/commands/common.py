@@ -12,9 +12,12 @@ from rich.console import Console
 from ..errors import InputError
 
 # exit codes: 1 is a failure the user can act on (a bad argument, an unreadable file, a parity departure)
+# the exit statuses (the README's table)
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_INTERNAL = 2  # a bug: facerun itself failed
+EXIT_FAILED = 1  # bad input, or a check that failed
+EXIT_USAGE = 2  # the command line itself is wrong
+EXIT_NO_GPU = 3  # --device gpu (or the GPU itself) was asked for and no usable GPU is there
+EXIT_INTERNAL = 70  # a bug: facerun itself failed (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
 
 out = Console(highlight=False, soft_wrap=True)  # data: tables and results
