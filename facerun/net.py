@@ -122,6 +122,9 @@ class Net:
             raise InputError(f"{self.label} takes {declared[1]} channels {_fmt(declared)}, got {list(shape)}")
         if any(d <= 0 for d in shape):
             raise InputError(f"input shape {list(shape)} has an empty dimension")
+        from .limits import check_tensor
+
+        check_tensor(shape, f"{self.label}: input {list(shape)}")  # before anything that size is made
 
     # ----------------------------------------------------------------------------------------------------- run
     def _inputs(self, x) -> dict[str, np.ndarray]:

@@ -131,3 +131,20 @@ def test_device_gpu_without_a_gpu_exits_3(monkeypatch):
     result = CliRunner().invoke(main, ["parity", "sface-arch-small", "--device", "gpu"])
     assert result.exit_code == 3, result.output
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_huge_size_is_refused_before_allocating():
+    result = CliRunner().invoke(main, ["parity", "every-op", "--size", "100000x100000"])
+    assert result.exit_code == 1, result.output
+    assert "TiB" in result.stderr or "GiB" in result.stderr, result.stderr
+    assert "FACERUN_MAX_TENSOR_MB" in result.stderr
+
+
+def test_bench_pads_yunet_sizes_like_detect():
+    import facerun
+    from facerun.bench import bench
+
+    net = facerun.load("yunet-arch")
+    shapes = bench.shapes_for(net, "detector", bench.Settings(sizes=((320, 240),)))
+    assert shapes == [(1, 3, 256, 320)]  # 240 rows padded to 256, as detect pads them
+    net.program(shapes[0])  # and the model runs there (240 rows did not: a broadcast error deep inside)
