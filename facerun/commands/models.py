@@ -174,7 +174,9 @@ def verify_command(ctx, models_dir, as_json):
     metavar="SECONDS",
     help="Time allowed for each network operation.",
 )
-def fetch_command(name, url, dest, timeout):
+@click.option("--deadline", type=FiniteRange(min=1), default=find.DEFAULT_DEADLINE, show_default=True,
+              metavar="SECONDS", help="Time allowed for the whole download, retries included.")
+def fetch_command(name, url, dest, timeout, deadline):
     """Download the known model NAME (see `facerun models list`), check its size and sha256, and save it.
 
     An interrupted download resumes where it stopped the next time; a file with the wrong sha256 is never kept.
@@ -188,7 +190,8 @@ def fetch_command(name, url, dest, timeout):
         def on_progress(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=total)
 
-        path = find.fetch(model.name, dest_dir=dest, url=url, progress=on_progress, timeout=timeout)
+        path = find.fetch(model.name, dest_dir=dest, url=url, progress=on_progress, timeout=timeout,
+                          deadline=deadline)
     click.echo(f"{model.name}: {path} (sha256 ok)", err=True)
     click.echo(str(path))
 
