@@ -148,3 +148,23 @@ def test_bench_pads_yunet_sizes_like_detect():
     shapes = bench.shapes_for(net, "detector", bench.Settings(sizes=((320, 240),)))
     assert shapes == [(1, 3, 256, 320)]  # 240 rows padded to 256, as detect pads them
     net.program(shapes[0])  # and the model runs there (240 rows did not: a broadcast error deep inside)
+
+
+def _photo(path):
+    Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(path)
+    return str(path)
+
+
+def test_draw_to_one_image_name_with_several_images_is_an_error(tmp_path, models_dir):
+    a, b = _photo(tmp_path / "a.png"), _photo(tmp_path / "b.png")
+    result = CliRunner().invoke(main, ["detect", a, b, "--draw", str(tmp_path / "single.png")])
+    assert result.exit_code == 1 and "names one image" in result.stderr, result.output
+    assert not (tmp_path / "single.png").exists()
+
+
+def test_out_npy_does_not_overwrite_an_unnamed_jsonl(tmp_path, models_dir):
+    a = _photo(tmp_path / "a.png")
+    (tmp_path / "x.jsonl").write_text("someone's notes\n")
+    result = CliRunner().invoke(main, ["embed", a, "--out", str(tmp_path / "x.npy")])
+    assert result.exit_code == 1 and "x.jsonl" in result.stderr, result.output
+    assert (tmp_path / "x.jsonl").read_text() == "someone's notes\n" and not (tmp_path / "x.npy").exists()

@@ -133,6 +133,9 @@ def _draw_target(draw_to: Path, count: int) -> Path:
     if count > 1 or draw_to.is_dir():
         if draw_to.exists() and not draw_to.is_dir():
             raise InputError(f"--draw {draw_to}: several images need a folder, and this is a file")
+        if not draw_to.exists() and draw_to.suffix.lower() in DRAW_FORMATS:
+            raise InputError(f"--draw {draw_to} names one image, but {count} images were given; "
+                             "give a folder for their drawings")
         return check_output_folder(draw_to, "--draw")
     if draw_to.suffix.lower() not in DRAW_FORMATS:
         raise InputError(f"--draw {draw_to}: unknown image type '{draw_to.suffix}' "

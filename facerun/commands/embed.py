@@ -136,7 +136,13 @@ def _plan_outputs(out_path: Path) -> list[Path]:
                          "file")
     check_output_file(out_path, "--out")
     if suffix == ".npy":
-        return [out_path, out_path.with_suffix(".jsonl")]
+        index = out_path.with_suffix(".jsonl")
+        if index.exists() and not out_path.exists():
+            # an x.jsonl with no x.npy is not an earlier run's index: someone's file, which --out x.npy did not name
+            raise InputError(f"--out {out_path} writes its index to {index}, which exists without an {out_path.name} "
+                             "beside it; move it or choose another name")
+        check_output_file(index, "--out's index")
+        return [out_path, index]
     return [out_path]
 
 
