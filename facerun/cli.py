@@ -9,6 +9,7 @@ import sys
 import click
 
 from .commands.common import allow_software_option
+from .commands.types import FiniteRange
 from .errors import FacerunError
 
 # command name -> module in facerun.commands (each defines a click command named `command`)
@@ -42,11 +43,32 @@ class FacerunGroup(click.Group):
             return None
         return importlib.import_module(f"facerun.commands.{module}").command
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """click's main, but a usage error is one `error:` line (with where to find help) and exit status 2."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        from .commands.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
+
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx is not None else "facerun"
+            fail(f"{e.format_message()} (see '{where} --help')", EXIT_USAGE)
+        except click.ClickException as e:
+            fail(e.format_message(), e.exit_code)
+        except click.Abort:  # click's name for Ctrl-C (and EOF) during a prompt or its own parsing
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx):
-        from .commands.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, fail
+        from .commands.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_NO_GPU, fail
+        from .errors import GpuError
 
         try:
             return super().invoke(ctx)
+        except GpuError as e:
+            fail(e, EXIT_NO_GPU)
         except FacerunError as e:
             fail(e, EXIT_FAILED)
         except KeyboardInterrupt:
@@ -64,7 +86,7 @@ class FacerunGroup(click.Group):
 @click.version_option(package_name="facerun")
 @click.option("--gpu-concurrency", type=click.IntRange(1, None), default=None,
               help="At most this many GPU runs at once (default: no limit).")
-@click.option("--gpu-share", type=click.FloatRange(0.05, 1.0), default=None,
+@click.option("--gpu-share", type=FiniteRange(0.05, 1.0), default=None,
               help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F (default 1).")
 @allow_software_option()
 def main(gpu_concurrency, gpu_share, allow_software):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import tempfile
 import threading
@@ -69,12 +70,23 @@ def write_text(path, text: str, error: type[FacerunError] = FacerunError) -> Pat
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")), error)
 
 
+def finite_json(obj):
+    """obj with every NaN or infinity as None: JSON has no such numbers, and a bare `NaN` is invalid JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def json_writer(obj, indent: int | None = 2) -> Writer:
     """A writer of one JSON document and a final newline."""
 
     def write(handle: BinaryIO) -> None:
         text = io.TextIOWrapper(handle, encoding="utf-8", newline="\n")
-        json.dump(obj, text, indent=indent)
+        json.dump(finite_json(obj), text, indent=indent, allow_nan=False)
         text.write("\n")
         text.flush()
         text.detach()  # leave the binary handle open for the caller to flush and close
@@ -87,7 +99,7 @@ def jsonl_writer(rows) -> Writer:
 
     def write(handle: BinaryIO) -> None:
         for row in rows:
-            handle.write((json.dumps(row) + "\n").encode("utf-8"))
+            handle.write((json.dumps(finite_json(row), allow_nan=False) + "\n").encode("utf-8"))
 
     return write
 

@@ -136,6 +136,9 @@ class Net:
             raise InputError(f"{self.label} takes {declared[1]} channels {_fmt(declared)}, got {list(shape)}")
         if any(d <= 0 for d in shape):
             raise InputError(f"input shape {list(shape)} has an empty dimension")
+        from .limits import check_tensor
+
+        check_tensor(shape, f"{self.label}: input {list(shape)}")  # before anything that size is made
 
     # ----------------------------------------------------------------------------------------------------- run
     def _inputs(self, x) -> dict[str, np.ndarray]:
@@ -174,8 +177,13 @@ class Net:
         if use_gpu:
             out = self.gpu.run(prog, feeds)
             if out is not None:
-                return Outputs((name, out[name]) for name in self.output_names)
-        return Outputs(cpu.run_program(prog, feeds))
+                return self._typed(prog, out)
+        return self._typed(prog, cpu.run_program(prog, feeds))
+
+    def _typed(self, prog: Program, out: dict) -> Outputs:
+        """The outputs in the model's order; an integer constant output (a Shape, say) as the exact integers the
+        compiler kept, not the float32 copy the runtimes hold."""
+        return Outputs((name, prog.exact_outputs.get(name, out[name])) for name in self.output_names)
 
     @property
     def batch_free(self) -> bool:
@@ -198,8 +206,8 @@ class Net:
             if self.gpu is not None and device != "cpu":
                 out = self.gpu.run(prog, feeds)
                 if out is not None:
-                    return Outputs((name, out[name]) for name in self.output_names)
-            return Outputs(cpu.run_program(prog, feeds))
+                    return self._typed(prog, out)
+            return self._typed(prog, cpu.run_program(prog, feeds))
         single = [{**feeds, self.input_name: items[i : i + 1]} for i in range(n)]
         if self.gpu is not None and device != "cpu":
             outs = self.gpu.run_many(self.program(single[0][self.input_name].shape), single)
@@ -256,12 +264,12 @@ class Net:
             raise GpuError(f"{self.label} has no GPU path: {self.gpu_reason}")
         feeds = self._inputs(x)
         prog = self.program(feeds[self.input_name].shape)
-        return Outputs(cpu.run_program(prog, feeds, conv=self.gpu.conv_hook(prog)))
+        return self._typed(prog, cpu.run_program(prog, feeds, conv=self.gpu.conv_hook(prog)))
 
     def run_cpu(self, x, on_step=None) -> Outputs:
         feeds = self._inputs(x)
         prog = self.program(feeds[self.input_name].shape)
-        return Outputs(cpu.run_program(prog, feeds, on_step=on_step))
+        return self._typed(prog, cpu.run_program(prog, feeds, on_step=on_step))
 
 
 def _fmt(shape) -> str:

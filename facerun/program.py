@@ -353,6 +353,7 @@ class Program:
     inputs: list[tuple[str, int]]  # (name, value id)
     outputs: list[tuple[str, int]]  # (name, value id)
     folded: list[str] = field(default_factory=list)  # what the compiler folded away, in words
+    exact_outputs: dict = field(default_factory=dict)  # integer constant outputs by name, in their own dtype
 
     def shape(self, vid: int) -> tuple[int, ...]:
         return self.values[vid].shape

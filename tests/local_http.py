@@ -7,6 +7,8 @@ Routes (each GET is logged as (path, Range header, status) in `server.log`):
   /resume      first request: like /truncated; later ones: like /good (so a Range request resumes)
   /no-resume   first request: like /truncated; later ones: 200 with the whole payload, ignoring Range
   /stall       headers and a few bytes, then silence until the server stops (the client must time out)
+  /endless     the model, then zeros without end and no Content-Length (the client must stop at the known size)
+  /trickle     the model one byte at a time (each read is quick; only an overall deadline ends it)
   anything else: 404
 
 The server runs in a daemon thread and always stops: on leaving the `with` block, or after `max_seconds`.
@@ -15,6 +17,7 @@ The server runs in a daemon thread and always stops: on leaving the `with` block
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -111,6 +114,10 @@ def _handler_for(server: ModelServer):
                 self._send(200, payload, path, range_header)
             elif path == "/corrupted":
                 self._send(200, server.corrupted, path, range_header)
+            elif path == "/endless":  # the model, then more and more bytes, with no length given
+                self._send(200, payload, path, range_header, length=False, forever=True)
+            elif path == "/trickle":  # a byte at a time: every read is quick, the whole would take hours
+                self._send(200, payload, path, range_header, trickle=True)
             elif path == "/stall":
                 self._send(200, payload, path, range_header, stop_after=1024, stall=True)
             else:
@@ -127,18 +134,33 @@ def _handler_for(server: ModelServer):
             self._send(206, payload[start:], path, range_header,
                        content_range=f"bytes {start}-{len(payload) - 1}/{len(payload)}")
 
-        def _send(self, status, body, path, range_header, stop_after=None, stall=False, content_range=None):
+        def _send(self, status, body, path, range_header, stop_after=None, stall=False, content_range=None,
+                  length=True, forever=False, trickle=False):
             server.record(path, range_header, status)
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(len(body)))
+            if length:
+                self.send_header("Content-Length", str(len(body)))
             if content_range:
                 self.send_header("Content-Range", content_range)
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(body if stop_after is None else body[:stop_after])
-            self.wfile.flush()
+            try:
+                if trickle:
+                    for i in range(len(body)):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(0.01)
+                        if server._stop.is_set():
+                            return
+                else:
+                    self.wfile.write(body if stop_after is None else body[:stop_after])
+                while forever and not server._stop.is_set():
+                    self.wfile.write(b"\0" * 65536)
+                self.wfile.flush()
+            except OSError:  # the client hung up, as it should
+                return
             if stall:
                 server.wait_stop()
             self.close_connection = True

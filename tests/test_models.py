@@ -411,3 +411,51 @@ def test_cli_path_prints_the_cache_folder(tmp_path):
     result = _run("path")
     assert result.exit_code == 0
     assert result.stdout.strip() == str(tmp_path / "cache" / "models")
+
+
+# ------------------------------------------------------------------------------------- fetch: hostile cases
+
+
+def test_fetch_never_writes_through_a_symlink_planted_at_the_partial_name(tmp_path, server, yunet_bytes):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (dest / ".face_detection_yunet_2023mar.onnx.part").symlink_to(victim)
+    path = find.fetch("yunet-2023mar", dest, url=server.url("good"), backoff=0)
+    assert victim.read_text() == "precious\n"
+    assert path.read_bytes() == yunet_bytes and not path.is_symlink()
+
+
+def test_fetch_stops_at_the_known_size(tmp_path, server):
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError, match="more than the model's"):
+        find.fetch("yunet-2023mar", dest, url=server.url("endless"), backoff=0)
+    assert not list(dest.glob("*.onnx*"))
+
+
+def test_fetch_has_an_overall_deadline(tmp_path, server):
+    dest = tmp_path / "dest"
+    with pytest.raises(ModelError, match="deadline"):
+        find.fetch("yunet-2023mar", dest, url=server.url("trickle"), backoff=0, timeout=5, deadline=1.5)
+
+
+def test_two_fetches_into_one_folder_both_succeed(tmp_path, server, yunet_bytes):
+    import threading
+
+    dest = tmp_path / "dest"
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(find.fetch("yunet-2023mar", dest, url=server.url("good"), backoff=0))
+        except Exception as e:  # noqa: BLE001  (the test reports whatever either thread met)
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(results) == 2 and results[0] == results[1] and results[0].read_bytes() == yunet_bytes

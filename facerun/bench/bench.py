@@ -431,6 +431,12 @@ def _allow_software() -> None:
 
 def shapes_for(net, kind: str, settings: Settings) -> list[tuple]:
     if kind == "detector" and len(net.input_shape) == 4:
+        family = getattr(getattr(net, "card", None), "family", None) or ""
+        if family.startswith("yunet"):
+            from ..face.yunet import padded_size
+
+            # YuNet runs where detect runs it: each side padded up to a multiple of 32 (320x240 -> 320x256)
+            return [(1, net.input_shape[1] or 3, *padded_size(h, w)) for w, h in settings.sizes]
         return [(1, net.input_shape[1] or 3, h, w) for w, h in settings.sizes]
     return [tuple(net.default_shape(1))]
 

@@ -83,8 +83,18 @@ def session(path: Path, extra_outputs: list[str] | None = None, threads: int | N
 
         device = next(d for d in ort.get_ep_devices() if d.ep_name == plugin.get_ep_name())
         opts.add_provider_for_devices([device], {})
-        return ort.InferenceSession(model.SerializeToString(), sess_options=opts)
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return _open(path, lambda: ort.InferenceSession(model.SerializeToString(), sess_options=opts))
+    cpu = ["CPUExecutionProvider"]
+    return _open(path, lambda: ort.InferenceSession(model.SerializeToString(), opts, providers=cpu))
+
+
+def _open(path, make):
+    """onnxruntime's session, or its refusal of the file as one line (its own texts run over many)."""
+    try:
+        return make()
+    except Exception as e:  # onnxruntime raises its own exception types, not importable by one name
+        lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()] or [type(e).__name__]
+        raise FacerunError(f"onnxruntime cannot load {Path(path).name}: {lines[-1][:300]}") from None
 
 
 def run(sess, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

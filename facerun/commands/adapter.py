@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import allow_software_option, fmt_bytes, out, print_json
+from .common import EXIT_NO_GPU, allow_software_option, fmt_bytes, out, print_json
 
 
 @click.command("adapter")
@@ -28,6 +28,7 @@ def command(as_json: bool, allow_software: bool):
     used = next((r["name"] for r in rows if r["used"]), None)
     if as_json:
         print_json({"adapters": rows, "used": used, "reason": reason})
+        _exit_unless(used)
         return
     for r in rows:
         lim = r["limits"]
@@ -40,3 +41,9 @@ def command(as_json: bool, allow_software: bool):
                   f"{lim.get('max-compute-workgroups-per-dimension')} workgroups per dimension")
         out.print("    [green]used[/]" if r["used"] else f"    skipped: {r['skipped_because']}")
     out.print(f"facerun: {reason}")
+    _exit_unless(used)
+
+
+def _exit_unless(used) -> None:
+    if used is None:  # scripts can tell "no usable GPU" from the exit status alone
+        raise SystemExit(EXIT_NO_GPU)

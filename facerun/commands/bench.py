@@ -13,6 +13,7 @@ from ..bench import bench
 from ..errors import InputError
 from ..io import check_output_file
 from .common import allow_software_option, err, finish, out, parse_size, print_json, progress_bar
+from .types import FiniteRange
 
 FAIL_MARK = "✗ FAIL"
 BUSY_WARNING = 0.25  # warn when other work used more than this share of the CPUs just before the run
@@ -41,7 +42,7 @@ def _print_table(table: Table) -> None:
               help="Timed runs per row (at most; see --budget).")
 @click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 1000),
               help="Untimed runs before timing (the GPU compiles and checks its program here).")
-@click.option("--budget", default=20.0, show_default=True, type=click.FloatRange(0),
+@click.option("--budget", default=20.0, show_default=True, type=FiniteRange(0),
               help="Seconds per row, warm-up included; a row stops early once spent, after at least 3 timed runs.")
 @click.option("--paths", "paths_text", default=",".join(bench.DEFAULT_PATHS), show_default=True,
               help=f"Comma-separated paths to time, from: {', '.join(bench.PATHS)}.")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, out
+from .common import err, json_dumps, out
 
 
 @click.command("cluster")
@@ -54,7 +53,7 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
         written = write_sheets(result, sheets_dir)
         err.print(f"wrote {len(written)} contact sheets to {sheets_dir}", markup=False)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json_dumps(result.to_dict(), indent=2))
     elif not naming:
         _print(result)
 

@@ -12,9 +12,12 @@ from rich.console import Console
 from ..errors import InputError
 
 # exit codes: 1 is a failure the user can act on (a bad argument, an unreadable file, a parity departure)
+# the exit statuses (the README's table)
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_INTERNAL = 2  # a bug: facerun itself failed
+EXIT_FAILED = 1  # bad input, or a check that failed
+EXIT_USAGE = 2  # the command line itself is wrong
+EXIT_NO_GPU = 3  # --device gpu (or the GPU itself) was asked for and no usable GPU is there
+EXIT_INTERNAL = 70  # a bug: facerun itself failed (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
 
 out = Console(highlight=False, soft_wrap=True)  # data: tables and results
@@ -117,8 +120,15 @@ def sample_input(net, shape, seed: int = 0):
     return seeded_input(shape, seed, net.card.input_range)
 
 
+def json_dumps(obj, **kwargs) -> str:
+    """json.dumps of `finite_json(obj)`: the text every --json output prints (NaN written as null)."""
+    from ..io import finite_json
+
+    return json.dumps(finite_json(obj), allow_nan=False, **kwargs)
+
+
 def print_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2))
+    click.echo(json_dumps(obj, indent=2))
 
 
 def fmt_count(n: float) -> str:

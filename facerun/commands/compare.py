@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -10,8 +9,9 @@ import click
 
 from ..errors import ImageError
 from ..zoo.known import KNOWN
-from .common import err, out
+from .common import err, json_dumps, out
 from .embed import embedder_options, make_detector, make_embedder
+from .types import FiniteRange
 
 
 def _threshold_lines() -> str:
@@ -43,7 +43,7 @@ Replicas have random weights, so no threshold means anything for them; the verdi
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @embedder_options
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Cosine at or above which the faces count as one person. Default: the model's.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"a","b","model","cosine","threshold","same"} as one JSON object.')
@@ -70,7 +70,7 @@ def command(a, b, model, device, detector_model, input_size, mean, std, bgr, thr
     same = same_person(cos, limit) if limit is not None else None
 
     if as_json:
-        click.echo(json.dumps({"a": str(a), "b": str(b), "model": embedder.name, "cosine": round(cos, 6),
+        click.echo(json_dumps({"a": str(a), "b": str(b), "model": embedder.name, "cosine": round(cos, 6),
                                "threshold": limit, "same": same}, indent=2))
         return
     if same is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import click
@@ -13,7 +12,8 @@ from rich.text import Text
 from ..errors import FacerunError, ImageError, InputError
 from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..io import atomic_write, check_output_file, check_output_folder
-from .common import err, error_line, finish, out, parse_size, progress_bar
+from .common import err, error_line, finish, json_dumps, out, parse_size, progress_bar
+from .types import FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
 
@@ -33,10 +33,10 @@ def detector_options(function):
                      help="onnxruntime: run the network with onnxruntime on the CPU (the reference oracle, needs "
                           "facerun[oracles]); for comparisons, and for models using operators facerun does not run "
                           "yet. Pre-processing and decoding are facerun's either way."),
-        click.option("--score", type=click.FloatRange(0, 1), default=None,
+        click.option("--score", type=FiniteRange(0, 1), default=None,
                      help="Keep faces scoring at least this. Default: the family's own (YuNet 0.6, SCRFD 0.5, "
                           "RetinaFace 0.6, UltraFace 0.7, BlazeFace 0.75, YOLOv5-face 0.6)."),
-        click.option("--nms", type=click.FloatRange(0, 1), default=None,
+        click.option("--nms", type=FiniteRange(0, 1), default=None,
                      help="Drop a face overlapping a better one by more than this IoU. Default: the family's own "
                           "(YuNet 0.3, SCRFD 0.4, RetinaFace 0.4, UltraFace 0.3, BlazeFace 0.3, YOLOv5-face 0.5)."),
         click.option("--input-size", default=None, metavar="WxH",
@@ -121,7 +121,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
                 progress.advance(task)
 
     if as_json:
-        click.echo(json.dumps(results, indent=2))
+        click.echo(json_dumps(results, indent=2))
     if failed:
         finish(False)
 
@@ -153,6 +153,9 @@ def _draw_target(draw_to: Path, count: int) -> Path:
     if count > 1 or draw_to.is_dir():
         if draw_to.exists() and not draw_to.is_dir():
             raise InputError(f"--draw {draw_to}: several images need a folder, and this is a file")
+        if not draw_to.exists() and draw_to.suffix.lower() in DRAW_FORMATS:
+            raise InputError(f"--draw {draw_to} names one image, but {count} images were given; "
+                             "give a folder for their drawings")
         return check_output_folder(draw_to, "--draw")
     if draw_to.suffix.lower() not in DRAW_FORMATS:
         raise InputError(f"--draw {draw_to}: unknown image type '{draw_to.suffix}' "

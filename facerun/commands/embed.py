@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import click
@@ -13,7 +12,7 @@ from rich.text import Text
 
 from ..errors import FacerunError, InputError
 from ..io import check_output_file, jsonl_writer, npy_writer, write_together
-from .common import err, error_line, finish, out, progress_bar
+from .common import err, error_line, finish, json_dumps, out, progress_bar
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -127,7 +126,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     if outputs is not None and timing.images > 0:
         written = _write(outputs, records, embedder)
     if as_json:
-        click.echo(json.dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
+        click.echo(json_dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
     elif outputs is None:
         out.print(_faces_table(records))
     summary_console = err if as_json else out
@@ -151,7 +150,13 @@ def _plan_outputs(out_path: Path) -> list[Path]:
                          "file")
     check_output_file(out_path, "--out")
     if suffix == ".npy":
-        return [out_path, out_path.with_suffix(".jsonl")]
+        index = out_path.with_suffix(".jsonl")
+        if index.exists() and not out_path.exists():
+            # an x.jsonl with no x.npy is not an earlier run's index: someone's file, which --out x.npy did not name
+            raise InputError(f"--out {out_path} writes its index to {index}, which exists without an {out_path.name} "
+                             "beside it; move it or choose another name")
+        check_output_file(index, "--out's index")
+        return [out_path, index]
     return [out_path]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 from rich.table import Table
 
 from ..errors import ImageError
-from .common import out, progress_bar
+from .common import json_dumps, out, progress_bar
 from .detect import detector_options, make_detector
 
 
@@ -66,7 +65,7 @@ def command(gt_file, images_dir, model, device, runtime, score, nms, input_size,
     })
 
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json_dumps(report, indent=2))
         return
     table = Table(title=f"{report['images']} images, {report['gt_faces']} valid faces, "
                         f"{report['detections']} detections ({detector.family.title}, score >= "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import sys
 from pathlib import Path
 
@@ -12,9 +11,10 @@ import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, error_line, finish, out, progress_bar
+from .common import err, error_line, finish, json_dumps, out, progress_bar
 from .embed import embedder_options, make_detector
 from .index import embedder_for
+from .types import FiniteRange
 
 
 @click.command("identify")
@@ -26,7 +26,7 @@ from .index import embedder_for
               help="Keep the known gallery's embeddings in this face database: later runs embed only new or "
                    "changed known photos; without --known, the gallery is used as stored.")
 @embedder_options
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Cosine below which a face is 'unknown'. Default: the model's (see `facerun compare --help`).")
 @click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True, help="Faces per network call.")
 @click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","name","cosine"}], one per face.')
@@ -84,7 +84,7 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
               f"{len(paths) - len(failed)} photos, threshold {limit:g} ({embedder.name}, {embedder.device})",
               markup=False)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        click.echo(json_dumps([r.to_dict() for r in rows], indent=2))
     elif as_csv:
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(["image", "name", "cosine", "x", "y", "w", "h"])

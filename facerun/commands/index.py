@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import click
 
-from .common import err, error_line, finish, progress_bar
+from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
+from .types import FiniteRange
 
 
 def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr, threshold=None):
@@ -30,7 +30,7 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
               help="Faces per network call (on the GPU: one submission per batch).")
 @click.option("--commit-every", type=click.IntRange(min=1), default=16, show_default=True,
               help="Photos per transaction: a killed run loses at most these, never part of a photo.")
-@click.option("--wait", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--wait", type=FiniteRange(min=0), default=0.0, show_default=True,
               help="Seconds to wait for another process writing the same database before refusing.")
 @click.option("--keep-missing", is_flag=True, help="Keep photos that are gone from disk (default: drop them).")
 @click.option("--json", "as_json", is_flag=True,
@@ -73,7 +73,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     for _, error in report.failed:
         error_line(error)
     if as_json:
-        click.echo(json.dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
+        click.echo(json_dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
                                "photos_total": totals["photos"], "faces_total": totals["faces"]}, indent=2))
     else:
         speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 from rich.table import Table
 
 from ..errors import ModelError
 from ..zoo import find
 from ..zoo.known import KNOWN, by_name
-from .common import err, error_line, out, progress_bar
+from .common import err, error_line, json_dumps, out, progress_bar
+from .types import FiniteRange
 
 _MODELS_HELP = "Look in DIR first (before $FACERUN_MODELS and the cache folder)."
 
@@ -109,7 +108,7 @@ def list_command(ctx, models_dir, as_json):
     """Show the search folders and every known model: present or missing, where, and whether its sha256 is right."""
     report = _inventory(_models_dir(ctx, models_dir))
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json_dumps(report, indent=2))
     else:
         _print_inventory(report)
 
@@ -147,7 +146,7 @@ def verify_command(ctx, models_dir, as_json):
     mismatches = [r for r in rows if r["status"] == "mismatch"]
 
     if as_json:
-        click.echo(json.dumps({"files": rows, "mismatches": len(mismatches)}, indent=2))
+        click.echo(json_dumps({"files": rows, "mismatches": len(mismatches)}, indent=2))
     elif not rows:
         dirs = ", ".join(str(d) for d in find.search_dirs(models_dir))
         click.echo(f"no .onnx files in {dirs}")
@@ -175,13 +174,15 @@ def verify_command(ctx, models_dir, as_json):
 @click.option("--dest", type=click.Path(file_okay=False), metavar="DIR", help="Save into DIR, not the cache folder.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=FiniteRange(min=0.1),
     default=30.0,
     show_default=True,
     metavar="SECONDS",
     help="Time allowed for each network operation.",
 )
-def fetch_command(name, url, dest, timeout):
+@click.option("--deadline", type=FiniteRange(min=1), default=find.DEFAULT_DEADLINE, show_default=True,
+              metavar="SECONDS", help="Time allowed for the whole download, retries included.")
+def fetch_command(name, url, dest, timeout, deadline):
     """Download the known model NAME (see `facerun models list`), check its size and sha256, and save it.
 
     An interrupted download resumes where it stopped the next time; a file with the wrong sha256 is never kept.
@@ -195,7 +196,8 @@ def fetch_command(name, url, dest, timeout):
         def on_progress(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=total)
 
-        path = find.fetch(model.name, dest_dir=dest, url=url, progress=on_progress, timeout=timeout)
+        path = find.fetch(model.name, dest_dir=dest, url=url, progress=on_progress, timeout=timeout,
+                          deadline=deadline)
     click.echo(f"{model.name}: {path} (sha256 ok)", err=True)
     click.echo(str(path))
 

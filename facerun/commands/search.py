@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, out
+from .common import err, json_dumps, out
+from .types import FiniteRange
 
 
 @click.command("search")
@@ -17,7 +17,7 @@ from .common import err, out
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The face database made by `facerun index`.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Photos to list.")
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Leave out photos below this cosine (default: list the --top best whatever their cosine).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
 @click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
@@ -39,7 +39,7 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
     if threshold is not None:
         matches = [m for m in matches if m.cosine >= threshold]
     if as_json:
-        click.echo(json.dumps([m.to_dict() for m in matches], indent=2))
+        click.echo(json_dumps([m.to_dict() for m in matches], indent=2))
         return
     err.print(f"{query}: {len(matches)} photos ({embedder.name}, threshold {embedder.threshold})", markup=False)
     table = Table()
@@ -55,7 +55,7 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
 def print_bench(rows, as_json: bool) -> None:
     """`facerun bench --search`: the brute-force query time table."""
     if as_json:
-        click.echo(json.dumps({"search": rows}, indent=2))
+        click.echo(json_dumps({"search": rows}, indent=2))
         return
     table = Table(title="brute-force cosine search, random unit vectors (top 10 photos)", title_justify="left")
     for name in ("faces", "dim", "matrix", "query median", "query p90", "product alone"):

@@ -20,12 +20,17 @@ def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
     radius = max(2, 2 * line)
     font = _font(max(10, 6 * line + 6))
 
+    # a model's broken output (inf, NaN, or far off the photo) is not drawn; Pillow's integer coordinates overflow
+    limit = 4 * max(image.size)
     for face in faces:
         x, y, w, h = (float(v) for v in face.box)
+        if not all(np.isfinite(v) and abs(v) <= limit for v in (x, y, w, h)) or w < 0 or h < 0:
+            continue
         draw.rectangle([x, y, x + w, y + h], outline=BOX_COLOUR, width=line)
         marks = () if face.landmarks is None else np.asarray(face.landmarks, dtype=float)
         for (px, py), colour in zip(marks, LANDMARK_COLOURS):
-            draw.ellipse([px - radius, py - radius, px + radius, py + radius], fill=colour)
+            if np.isfinite(px) and np.isfinite(py) and abs(px) <= limit and abs(py) <= limit:
+                draw.ellipse([px - radius, py - radius, px + radius, py + radius], fill=colour)
         label = f"{face.score:.2f}"
         left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
         text_w, text_h = right - left, bottom - top

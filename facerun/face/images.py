@@ -24,11 +24,14 @@ def load_image(path: str | Path) -> np.ndarray:
         raise ImageError(f"{path}: no such file")
     if path.is_dir():
         raise ImageError(f"{path}: is a directory, not an image")
+    if not path.is_file():  # reading a FIFO would wait for a writer forever, a device may never end
+        raise ImageError(f"{path}: not a regular file (a FIFO, a device or a socket), not an image")
     try:
         with warnings.catch_warnings():
             # a decompression-bomb *warning* is noise here; the hard limit still raises below
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as image:
+                _check_size(path, image)  # from the header, before the pixels are decoded
                 image.load()  # decode now, so a truncated file fails here and not later
                 image = ImageOps.exif_transpose(image)
                 return _to_rgb8(image)
@@ -39,6 +42,16 @@ def load_image(path: str | Path) -> np.ndarray:
     except (OSError, SyntaxError, ValueError) as e:
         # truncated data, broken headers, unreadable files (permissions) ...
         raise ImageError(f"{path}: cannot read image ({_one_line(e)})") from None
+
+
+def _check_size(path: Path, image: Image.Image) -> None:
+    from .. import limits
+    from ..errors import InputError
+
+    try:
+        limits.check_pixels(*image.size, what=str(path))
+    except InputError as e:
+        raise ImageError(str(e)) from None
 
 
 def _to_rgb8(image: Image.Image) -> np.ndarray:

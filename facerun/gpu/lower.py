@@ -201,13 +201,18 @@ class _Lowering:
     def _copy(self, src_ref, shape, src_strides, src0, dst_strides, dst0, out) -> None:
         dims, (ss, ds) = merge_dims(shape, src_strides, dst_strides)
         total = prod(shape)
-        p = dict(total=total, src0=src0, dst0=dst0, shape=padded(dims, 1) + [1, 1], src=padded(ss, 0) + [0, 0],
+        # a negative stride (a Slice with a negative step) goes in as its u32 two's complement: the kernel's u32
+        # index arithmetic wraps, so the sum lands on the right element (the bounds are checked in _strided)
+        src = [s % (1 << 32) for s in padded(ss, 0)]
+        p = dict(total=total, src0=src0, dst0=dst0, shape=padded(dims, 1) + [1, 1], src=src + [0, 0],
                  dst=padded(ds, 0) + [0, 0])
         self._flat(K.COPY, total, p, [src_ref], out)
 
     def _strided(self, st: P.Copy, out) -> None:
         shape = self.prog.values[st.out].shape
-        if st.offset + sum((d - 1) * s for d, s in zip(shape, st.strides)) >= self.prog.values[st.x].size:
+        lowest = st.offset + sum((d - 1) * s for d, s in zip(shape, st.strides) if s < 0)
+        highest = st.offset + sum((d - 1) * s for d, s in zip(shape, st.strides) if s > 0)
+        if lowest < 0 or highest >= self.prog.values[st.x].size:
             raise PlanError("a copy reads past its input")
         self._copy(self._read(st.x), shape, st.strides, st.offset, contiguous_strides(shape), 0, out)
 

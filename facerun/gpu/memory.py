@@ -9,6 +9,7 @@ them. Nothing here decides which kernel runs: that is plan.py's.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ def budget_bytes(budget_mb: float | None = None) -> int:
             budget_mb = float(env) if env else DEFAULT_BUDGET_MB
         except ValueError:
             raise GpuError(f"FACERUN_GPU_BUDGET_MB={env} is not a number") from None
+        if not math.isfinite(budget_mb) or budget_mb < 0:
+            raise GpuError(f"FACERUN_GPU_BUDGET_MB={env}: a finite number of MiB, 0 or more, is needed")
     return max(0, int(budget_mb * (1 << 20)))
 
 

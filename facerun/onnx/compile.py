@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from .. import cpu
+from .. import cpu, limits
 from .. import program as P
 from ..errors import InputError, ModelError
 from . import passes
@@ -62,15 +62,20 @@ class Compiler:
     def compile(self) -> P.Program:
         for node in self.model.nodes:
             self._lower(node)
-        outputs = []
+        outputs, exact = [], {}
         for name in self.model.outputs:
             v = self.env.get(name)
             if v is None:
                 raise ModelError(f"output '{name}' is never produced")
             if isinstance(v, _Unavailable):
                 raise ModelError(v.why)
+            declared = self.model.output_types.get(name)
+            if v.is_const and v.data.dtype.kind in "iub":
+                exact[name] = v.data  # shape arithmetic: the integers themselves, not a float32 copy
+            elif declared is not None and not (v.is_const and str(v.data.dtype) == declared):
+                raise ModelError(f"output '{name}' is declared {declared}; facerun computes float32 tensors only")
             outputs.append((name, self._const_value(name, v.data) if v.is_const else v.vid))
-        prog = P.Program(self.values, self.steps, self.inputs, outputs, self.folded)
+        prog = P.Program(self.values, self.steps, self.inputs, outputs, self.folded, exact)
         passes.run(prog)
         prog.assign_lifetimes()
         return prog
@@ -158,6 +163,10 @@ class Compiler:
         """An input shape the node cannot take: an InputError naming the node and its operator."""
         raise InputError(f"node '{self.node.name}' ({self.node.op}): {why}")
 
+    def check_size(self, shape, itemsize: int = 4) -> None:
+        """Refuse an output past the tensor size limit before anything is allocated for it."""
+        limits.check_tensor(shape, f"node '{self.node.name}' ({self.node.op})", itemsize)
+
     def note(self, text: str) -> None:
         self.folded.append(text)
 
@@ -189,6 +198,7 @@ class Compiler:
         evaluate it on the CPU interpreter's step code instead and return the constant."""
         shape = tuple(int(d) for d in shape)
         name = name or self.outputs[0]
+        self.check_size(shape)
         if self.folding:
             y = np.asarray(cpu.run_step(step, [self._scratch[v] for v in step.reads], shape, threads=1))
             return Operand(name, shape, data=y if y.shape == shape else y.reshape(shape))

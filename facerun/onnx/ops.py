@@ -212,6 +212,8 @@ def PRelu(ctx, x, slope, *, consumed_inputs=None):
 
 
 def _binary(ctx, a, b, kind: str, axis=None, broadcast=0):
+    if ctx.opset < 7 and kind != "prelu" and not broadcast and a.shape != b.shape:
+        ctx.bad_input(f"shapes {list(a.shape)} and {list(b.shape)} differ and broadcast is 0 (opset {ctx.opset})")
     if broadcast and axis is not None and len(b.shape) < len(a.shape):
         # before opset 7: b lines up with a from `axis` on, not from the end
         start = S.axis(ctx, int(axis), len(a.shape))
@@ -297,12 +299,17 @@ def _resize(ctx, x, scales, sizes, mode, ctm, nearest_mode):
         ctx.refuse("only 4-D inputs are supported")
     if sizes is not None:
         out = tuple(S.ints(sizes))
-        sc = [o / i for o, i in zip(out, shape)]
+        if any(o < 1 for o in out):
+            ctx.refuse(f"sizes {list(out)}: every size must be 1 or more")
+        sc = [o / i for o, i in zip(out, shape)] if scales is None else [float(v) for v in scales]
     else:
         sc = [float(v) for v in np.asarray(scales).reshape(-1)]
+        if not all(np.isfinite(v) and v > 0 for v in sc):
+            ctx.refuse(f"scales {sc}: every scale must be a finite number above 0")
         out = tuple(int(np.floor(i * s)) for i, s in zip(shape, sc))
     if len(out) != 4:
         ctx.refuse(f"{'sizes' if sizes is not None else 'scales'} of {len(out)} values for a 4-D input")
+    ctx.check_size(out)
     if out[:2] != shape[:2]:
         ctx.refuse("resizing the batch or channel axis is not supported")
     if mode == "linear":
@@ -333,14 +340,24 @@ def Resize(ctx, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
         sz = None
     if sz is None and sc is None:
         ctx.refuse("neither scales nor sizes is given")
-    if sz is not None and keep_aspect_ratio_policy != "stretch":
-        ctx.refuse(f"keep_aspect_ratio_policy '{keep_aspect_ratio_policy}' is not supported")
+    rank = len(x.shape)
     if axes is not None:  # scales or sizes for these axes only; the others keep their size
-        rank = len(x.shape)
         full = [1.0] * rank if sz is None else list(x.shape)
         for ax, v in zip(axes, np.asarray(sc if sz is None else sz).reshape(-1)):
             full[S.axis(ctx, int(ax), rank, "axes")] = v
         sc, sz = (full, None) if sz is None else (None, full)
+    resized = list(range(rank)) if axes is None else [S.axis(ctx, int(ax), rank, "axes") for ax in axes]
+    if sz is not None:
+        sc = None  # sizes win; each axis's scale is then its output size over its input size
+    if sz is not None and keep_aspect_ratio_policy != "stretch":
+        # one scale for every resized axis: the largest that fits in sizes (not_larger) or the smallest that covers
+        # them (not_smaller); each size then rounds half up
+        pick = {"not_larger": min, "not_smaller": max}.get(keep_aspect_ratio_policy)
+        if pick is None:
+            ctx.refuse(f"keep_aspect_ratio_policy '{keep_aspect_ratio_policy}' is not one ONNX defines")
+        one = pick(float(sz[ax]) / x.shape[ax] for ax in resized)
+        sz = [int(np.floor(one * d + 0.5)) if ax in resized else d for ax, d in enumerate(x.shape)]
+        sc = [one if ax in resized else 1.0 for ax in range(rank)]
     return _resize(ctx, x, sc, sz, mode, ctm, nearest)
 
 
@@ -555,4 +572,5 @@ def ConstantOfShape(ctx, shape, *, value=None):
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value)
     if fill.size != 1:
         ctx.refuse(f"value must hold one element, it holds {fill.size}")
+    ctx.check_size(S.ints(dims), fill.dtype.itemsize)
     return ctx.constant(np.full(tuple(S.ints(dims)), fill.reshape(-1)[0], dtype=fill.dtype))

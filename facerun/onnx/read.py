@@ -38,6 +38,7 @@ class ImportedModel:
     constants: dict[str, np.ndarray]  # initializers (and nothing else yet)
     inputs: list[tuple[str, tuple]]  # (name, declared shape with None for symbolic dims)
     outputs: list[str]
+    output_types: dict = field(default_factory=dict)  # output name -> declared element type, when not float32
     producer: str = ""
     ir_version: int = 0
     extra: dict = field(default_factory=dict)
@@ -60,6 +61,32 @@ def _tensor(t) -> np.ndarray:
     from onnx import numpy_helper
 
     return np.array(numpy_helper.to_array(t))
+
+
+def _defined(op: str, opset: int) -> bool:
+    """Whether the default domain's opset `opset` defines operator `op` (some came later: Resize in 10)."""
+    import onnx
+
+    try:
+        onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    return True
+
+
+def _elem_type(value_info) -> str | None:
+    """A graph input's or output's declared element type in numpy's words ("float32", "int64"), None if unset."""
+    from onnx import TensorProto, helper
+
+    if not value_info.type.HasField("tensor_type"):
+        return "a non-tensor type"
+    elem = value_info.type.tensor_type.elem_type
+    if elem == TensorProto.UNDEFINED:
+        return None
+    try:
+        return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem)))
+    except (KeyError, TypeError, ValueError):
+        return TensorProto.DataType.Name(elem).lower() if elem in TensorProto.DataType.values() else f"type {elem}"
 
 
 def read_model(path) -> ImportedModel:
@@ -92,6 +119,9 @@ def read_model(path) -> ImportedModel:
             opset = o.version
     if opset == 0:
         opset = 9  # very old files may leave the default domain out
+    newest = onnx.defs.onnx_opset_version()
+    if not 1 <= opset <= newest:
+        raise ModelError(f"{path}: opset {opset} is not one ONNX defines (1 to {newest} with the installed onnx)")
 
     unsupported: dict[str, str] = {}
     nodes = []
@@ -100,6 +130,8 @@ def read_model(path) -> ImportedModel:
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
         if op not in SUPPORTED:
             unsupported.setdefault(op, name)
+        elif not _defined(op, opset):
+            raise ModelError(f"{path}: node '{name}' ({op}): ONNX opset {opset} has no {op} operator")
         try:
             attrs = {a.name: _attr_value(a) for a in n.attribute}
         except Exception as e:
@@ -121,6 +153,9 @@ def read_model(path) -> ImportedModel:
     for i in graph.input:
         if i.name in constants:  # IR < 4 lists initializers as inputs too
             continue
+        elem = _elem_type(i)
+        if elem is not None and elem != "float32":
+            raise ModelError(f"{path}: input '{i.name}' is {elem}; facerun runs models with float32 inputs only")
         dims = tuple(
             (d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None) for d in i.type.tensor_type.shape.dim
         )
@@ -136,6 +171,7 @@ def read_model(path) -> ImportedModel:
         constants=constants,
         inputs=inputs,
         outputs=[o.name for o in graph.output],
+        output_types={o.name: t for o in graph.output if (t := _elem_type(o)) not in (None, "float32")},
         producer=f"{model.producer_name} {model.producer_version}".strip(),
         ir_version=model.ir_version,
     )

@@ -61,6 +61,8 @@ def pair(ctx, v, what: str) -> tuple[int, int]:
         return (1, 1)
     if len(v) != 2:
         ctx.refuse(f"{what} {list(v)}: only 2-D windows are supported")
+    if any(int(d) < 1 for d in v):
+        ctx.refuse(f"{what} {list(v)}: every value must be 1 or more")
     return int(v[0]), int(v[1])
 
 
@@ -81,6 +83,8 @@ def pads(ctx, auto_pad, explicit, hw, k, s, d) -> tuple[int, int, int, int]:
     p = [0, 0, 0, 0] if explicit is None else [int(v) for v in explicit]
     if len(p) != 4:
         ctx.refuse(f"pads {p}: only 2-D windows are supported")
+    if any(v < 0 for v in p):
+        ctx.refuse(f"pads {p}: negative padding is not valid")
     return (p[0], p[1], p[2], p[3])
 
 

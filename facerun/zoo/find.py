@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import os
 import socket
+import stat
 import sys
 import time
 import urllib.error
@@ -189,6 +190,9 @@ def default_detector(models_dir=None) -> Path:
 # ------------------------------------------------------------------------------------------------- fetching
 
 
+DEFAULT_DEADLINE = 900.0  # seconds for a whole fetch, retries included
+
+
 class _Retry(Exception):
     """A failure worth another attempt (the connection dropped, timed out or ended early)."""
 
@@ -211,6 +215,7 @@ def fetch(
     timeout: float = 30.0,
     retries: int = 3,
     backoff: float = 0.5,
+    deadline: float | None = DEFAULT_DEADLINE,
 ) -> Path:
     """Download the known model `name` into `dest_dir` (default: the cache folder) and return its path.
 
@@ -218,7 +223,13 @@ def fetch(
     request (a server that answers 200 instead of 206 restarts it from zero). Connection errors, timeouts and short
     reads are retried `retries` times with doubling back-off. Only a file of the right size and sha256 is renamed
     into place; a wrong sha256 deletes the partial file and raises ModelError, so the destination never holds a
-    wrong or half-written file. `timeout` bounds every socket operation (connect and each read).
+    wrong or half-written file. `timeout` bounds every socket operation (connect and each read), `deadline` the
+    whole fetch, retries included (a server sending a byte a second never trips `timeout`).
+
+    The partial file is opened without following symbolic links, and only if it is a plain file of this user with
+    one link (anything else at that name is removed, never written through); a new one is created exclusively. A
+    server sending more than the model's known size is cut off. A lock on the folder makes a second fetch into it
+    wait for the first (then find its file) rather than write the same partial at once.
     """
     model = by_name(name)
     if model is None:
@@ -234,13 +245,20 @@ def fetch(
     if final.is_file() and sha256_of(final) == model.sha256:
         return final
     part = dest / f".{model.filename}.part"
+    ends = None if deadline is None else time.monotonic() + deadline
+    with _Lock(dest, ends, model.name):
+        if final.is_file() and sha256_of(final) == model.sha256:
+            return final  # another fetch finished it while this one waited
+        return _fetch_locked(model, source, final, part, progress, timeout, retries, backoff, ends, deadline)
 
+
+def _fetch_locked(model, source, final, part, progress, timeout, retries, backoff, ends, deadline) -> Path:
     last_problem = "no attempt made"
     for attempt in range(retries + 1):
         if attempt:
             time.sleep(min(backoff * 2 ** (attempt - 1), 8.0))
         try:
-            _download_into(part, source, model.size, progress, timeout)
+            _download_into(part, source, model.size, progress, timeout, ends, deadline)
             break
         except _Retry as e:
             last_problem = str(e)
@@ -264,9 +282,10 @@ def fetch(
     return final
 
 
-def _download_into(part: Path, url: str, expected: int | None, progress, timeout: float) -> None:
+def _download_into(part: Path, url: str, expected: int | None, progress, timeout: float, ends=None,
+                   deadline=None) -> None:
     """One attempt: append the missing bytes to `part` (or rewrite it). Raises _Retry or ModelError."""
-    offset = part.stat().st_size if part.exists() else 0
+    offset = _usable_partial(part)
     if expected is not None and offset > expected:  # a stale partial from something else
         part.unlink()
         offset = 0
@@ -308,15 +327,25 @@ def _download_into(part: Path, url: str, expected: int | None, progress, timeout
         done = offset
         if progress:
             progress(done, total)
+        if mode == "wb":
+            part.unlink(missing_ok=True)
         try:
-            with open(part, mode) as out:
+            with _open_partial(part, append=mode == "ab") as out:
                 while True:
+                    if ends is not None and time.monotonic() > ends:
+                        raise ModelError(f"cannot download {url}: not done within the {deadline:g} s deadline "
+                                         f"({done} bytes so far)")
                     try:
                         chunk = response.read(_CHUNK)
                     except (OSError, http.client.HTTPException) as e:
                         raise _Retry(_describe(e)) from None
                     if not chunk:
                         break
+                    if expected is not None and done + len(chunk) > expected:
+                        out.close()
+                        part.unlink(missing_ok=True)
+                        raise ModelError(f"cannot download {url}: the server sends more than the model's "
+                                         f"{expected} bytes; stopped and not kept")
                     out.write(chunk)
                     done += len(chunk)
                     if progress:
@@ -327,6 +356,70 @@ def _download_into(part: Path, url: str, expected: int | None, progress, timeout
             raise ModelError(f"cannot write {part}: {e.strerror or e}") from None
     if total is not None and done < total:
         raise _Retry(f"the connection ended after {done} of {total} bytes")
+
+
+def _usable_partial(part: Path) -> int:
+    """The size of a partial download to resume, 0 when there is none; whatever else holds the name (a symbolic
+    link, a folder entry of another user, a file with other hard links) is removed without being read or followed."""
+    try:
+        st = os.lstat(part)
+    except FileNotFoundError:
+        return 0
+    mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and mine:
+        return st.st_size
+    try:
+        part.unlink()  # removes a link itself, never its target
+    except OSError as e:
+        raise ModelError(f"{part} is not a partial download of facerun's and cannot be removed: {e.strerror}") from None
+    return 0
+
+
+def _open_partial(part: Path, append: bool):
+    """The partial file for writing: appended to (it was checked by _usable_partial), or created anew; never through
+    a symbolic link, and a new one only if nothing took the name meanwhile."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_WRONLY | nofollow | getattr(os, "O_BINARY", 0)
+    flags |= os.O_APPEND if append else os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(part, flags, 0o644)
+    except FileExistsError:
+        raise ModelError(f"{part} appeared while facerun was about to create it; not written") from None
+    except OSError as e:
+        raise ModelError(f"cannot write {part}: {e.strerror or e}") from None
+    return os.fdopen(fd, "ab" if append else "wb")
+
+
+class _Lock:
+    """An exclusive lock on the download folder `path` (flock on the folder itself, so no lock file is left behind):
+    a second fetch into it waits, until `ends` at most."""
+
+    def __init__(self, path: Path, ends: float | None, name: str):
+        self.path, self.ends, self.name, self.fd = path, ends, name, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # Windows: no flock; a concurrent fetch is caught by the exclusive create
+            return self
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as e:
+            raise ModelError(f"cannot lock {self.path}: {e.strerror or e}") from None
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if self.ends is not None and time.monotonic() > self.ends:
+                    os.close(self.fd)
+                    raise ModelError(f"another facerun is fetching into {self.path}; it did not finish before the "
+                                     f"deadline, so {self.name} was not fetched") from None
+                time.sleep(0.2)
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the lock
 
 
 def _content_range_start(header: str | None) -> int | None:
