@@ -437,6 +437,9 @@ def shapes_for(net, kind: str, settings: Settings) -> list[tuple]:
 
             # YuNet runs where detect runs it: each side padded up to a multiple of 32 (320x240 -> 320x256)
             return [(1, net.input_shape[1] or 3, *padded_size(h, w)) for w, h in settings.sizes]
+        if all(d is not None for d in net.input_shape[2:]):
+            # a file fixed at one size (RetinaFace, UltraFace, BlazeFace, YOLOv5-face exports) runs only at that size
+            return [tuple(net.default_shape(1))]
         return [(1, net.input_shape[1] or 3, h, w) for w, h in settings.sizes]
     return [tuple(net.default_shape(1))]
 
