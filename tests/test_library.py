@@ -52,7 +52,9 @@ def test_a_new_size_creates_no_pipeline_and_no_whole_check(gpu):
         for name in want:
             assert np.abs(got[name] - want[name]).max() <= 1e-3 * max(1.0, float(np.ptp(want[name])))
     assert net.gpu is not None and net.gpu.whole_checked
-    assert paid[0]["gpu_checks"] == 1 and paid[0]["pipelines_created"] > 0
+    # the first size pays the model's one whole check (its pipelines too, unless earlier tests in this process made
+    # them: pipelines belong to the device, one per process)
+    assert paid[0]["gpu_checks"] == 1
     for later in paid[1:]:  # a new size: a program and its buffers, nothing more
         assert later.get("gpu_checks", 0) == 0 and later.get("pipelines_created", 0) == 0
         assert later.get("gpu_variant_checks", 0) == 0

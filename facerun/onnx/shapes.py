@@ -144,6 +144,10 @@ def source_coords(ctx, n_in: int, n_out: int, scale: float, ctm: str) -> np.ndar
     if ctm == "pytorch_half_pixel":
         return (i + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(i)
     if ctm == "align_corners":
+        if abs(n_in * scale - n_out) > 1e-6 * max(1, n_out):
+            # ONNX's reference divides by the fractional size n_in * scale here, onnxruntime by the whole one
+            ctx.refuse(f"coordinate_transformation_mode 'align_corners' with a scale ({scale:g}) that does not give "
+                       f"a whole output size ({n_in} x {scale:g}); give the sizes instead")
         return i * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(i)
     if ctm == "tf_half_pixel_for_nn":
         return (i + 0.5) / scale

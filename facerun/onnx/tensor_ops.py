@@ -145,6 +145,10 @@ def LpNormalization(ctx, x, *, axis=-1, p=2):
     if int(p) not in (1, 2):
         ctx.refuse(f"p={p} (1 or 2 only)")
     norm = _reduce(ctx, x, "l2" if int(p) == 2 else "l1", [axis], None, 1, 0, name=f"{ctx.outputs[0]}:norm")
+    # a zero vector stays zero (ONNX's reference gives 0, not 0/0): the norm is kept at least the smallest normal
+    # float32, which no non-zero norm is below
+    tiny = P.Activation("clip", lo=float(np.finfo(np.float32).tiny), hi=float(np.finfo(np.float32).max))
+    norm = ctx.emit(P.Unary(0, f"{ctx.name}:nonzero", ctx.vid(norm), tiny), norm.shape, name=f"{ctx.outputs[0]}:nz")
     return ctx.emit(P.Binary(0, ctx.name, ctx.vid(x), ctx.vid(norm), "div"), x.shape)
 
 
