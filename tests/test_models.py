@@ -130,8 +130,9 @@ def test_cache_folder_follows_each_platform(tmp_path):
 def test_search_order_and_deduplication(tmp_path, monkeypatch):
     a, b, explicit = tmp_path / "a", tmp_path / "b", tmp_path / "explicit"
     monkeypatch.setenv("FACERUN_MODELS", os.pathsep.join([str(a), "", str(b), str(a)]))
-    assert find.search_dirs(explicit) == [explicit, a, b, tmp_path / "cache" / "models"]
-    assert find.search_dirs() == [a, b, tmp_path / "cache" / "models"]
+    # the models shipped inside the package come last
+    assert find.search_dirs(explicit) == [explicit, a, b, tmp_path / "cache" / "models", find.SHIPPED_DIR]
+    assert find.search_dirs() == [a, b, tmp_path / "cache" / "models", find.SHIPPED_DIR]
 
 
 @needs_shared
@@ -197,7 +198,7 @@ def test_scan_identifies_files_and_skips_partial_downloads(tmp_path):
     (folder / "random.onnx").write_bytes(b"not a model")
     (folder / ".face_detection_yunet_2022mar.onnx.part").write_bytes(b"partial")
     (folder / "notes.txt").write_text("ignored")
-    found = {f.path.name: f for f in find.scan(folder)}
+    found = {f.path.name: f for f in find.scan(folder) if f.path.parent == folder}
     assert set(found) == {"renamed.onnx", "random.onnx"}
     assert found["renamed.onnx"].known.name == "yunet-2023mar"
     assert found["random.onnx"].known is None
@@ -346,7 +347,8 @@ def test_cli_list_json(tmp_path):
     result = _run("list", "--json", env={"FACERUN_MODELS": str(SHARED)})
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert [d["path"] for d in report["search_dirs"]] == [str(SHARED), str(tmp_path / "cache" / "models")]
+    assert [d["path"] for d in report["search_dirs"]] == [str(SHARED), str(tmp_path / "cache" / "models"),
+                                                         str(find.SHIPPED_DIR)]
     state = {m["name"]: m for m in report["models"]}
     assert state["yunet-2023mar"]["present"] and state["yunet-2023mar"]["sha256_ok"]
     assert state["mobilefacenet"]["path"] == str(SHARED / "MobileFaceNet.onnx")
@@ -371,13 +373,14 @@ def test_cli_verify_ok_then_mismatch(tmp_path):
     _place(YUNET, folder, "detector.onnx")
     result = _run("verify", "--json", "--models", str(folder))
     assert result.exit_code == 0, result.output
-    assert [(r["model"], r["status"]) for r in json.loads(result.stdout)["files"]] == [("yunet-2023mar", "renamed")]
+    rows = [r for r in json.loads(result.stdout)["files"] if Path(r["path"]).parent == folder]
+    assert [(r["model"], r["status"]) for r in rows] == [("yunet-2023mar", "renamed")]
 
     # a 2022mar file under the 2023mar name: identified, and flagged as not what its name says
     _place(SHARED / "face_detection_yunet_2022mar.onnx", folder, "face_detection_yunet_2023mar.onnx")
     result = _run("verify", "--json", "--models", str(folder))
     assert result.exit_code == 1
-    rows = {Path(r["path"]).name: r for r in json.loads(result.stdout)["files"]}
+    rows = {Path(r["path"]).name: r for r in json.loads(result.stdout)["files"] if Path(r["path"]).parent == folder}
     assert rows["face_detection_yunet_2023mar.onnx"]["status"] == "mismatch"
     assert rows["face_detection_yunet_2023mar.onnx"]["model"] == "yunet-2022mar"
     assert "error:" in result.stderr
@@ -459,3 +462,19 @@ def test_two_fetches_into_one_folder_both_succeed(tmp_path, server, yunet_bytes)
         t.join(60)
     assert not errors, errors
     assert len(results) == 2 and results[0] == results[1] and results[0].read_bytes() == yunet_bytes
+
+
+def test_shipped_models_are_found_with_no_folder_and_checked_by_sha256(tmp_path, monkeypatch):
+    monkeypatch.setenv("FACERUN_MODELS", str(tmp_path / "empty"))
+    assert find.resolve("yunet-2023mar") == find.SHIPPED_DIR / "face_detection_yunet_2023mar.onnx"
+    assert find.resolve("mobilefacenet") == find.SHIPPED_DIR / "MobileFaceNet.onnx"
+    assert {"LICENSE-yunet.txt", "LICENSE-MobileFaceNet.txt"} <= {p.name for p in find.SHIPPED_DIR.iterdir()}
+    # a damaged copy inside the package is refused, never used
+    damaged = tmp_path / "shipped"
+    damaged.mkdir()
+    data = bytearray((find.SHIPPED_DIR / "face_detection_yunet_2023mar.onnx").read_bytes())
+    data[1000] ^= 0xFF
+    (damaged / "face_detection_yunet_2023mar.onnx").write_bytes(bytes(data))
+    monkeypatch.setattr(find, "SHIPPED_DIR", damaged)
+    with pytest.raises(ModelError, match="shipped with facerun"):
+        find.resolve("yunet-2023mar")

@@ -22,6 +22,9 @@ from ..errors import ModelError
 from ..io import check_output_folder, sha256_of
 from .known import KNOWN, KnownModel, by_name, by_sha256
 
+# models inside the package (license-clean defaults: YuNet 2023mar, MobileFaceNet), searched last; see data/README.md
+SHIPPED_DIR = Path(__file__).resolve().parent / "data"
+
 ProgressCallback = Callable[[int, "int | None"], None]  # (bytes done, total bytes or None)
 
 _CHUNK = 1 << 16
@@ -62,6 +65,7 @@ def search_dirs_with_sources(models_dir=None) -> list[tuple[Path, str]]:
         if entry.strip():
             found.append((Path(entry.strip()).expanduser(), "FACERUN_MODELS"))
     found.append((models_cache_dir(), "FACERUN_CACHE" if os.environ.get("FACERUN_CACHE") else "cache"))
+    found.append((SHIPPED_DIR, "shipped"))
     unique: list[tuple[Path, str]] = []
     seen: set[str] = set()
     for path, source in found:
@@ -124,6 +128,8 @@ def _where(dirs: list[Path]) -> str:
 
 def _find_known(model: KnownModel, dirs: list[Path]) -> Path | None:
     """A file holding `model`: by its canonical name first (size checked), then by sha256 among the .onnx files."""
+    shipped = SHIPPED_DIR in dirs
+    dirs = [d for d in dirs if d != SHIPPED_DIR]  # the user's folders first, by name and by sha256; then ours
     wrong_size: list[str] = []
     for folder in dirs:
         candidate = folder / model.filename
@@ -144,6 +150,12 @@ def _find_known(model: KnownModel, dirs: list[Path]) -> Path | None:
             f"{model.name}: found {', '.join(wrong_size)} but it should be {model.size} bytes "
             f"(damaged or a different file); replace it with `facerun models fetch {model.name}`"
         )
+    candidate = SHIPPED_DIR / model.filename
+    if shipped and candidate.is_file():
+        if sha256_of(candidate) != model.sha256:  # a damaged install must not pass for the model
+            raise ModelError(f"{model.name}: the copy shipped with facerun ({candidate}) does not have its sha256; "
+                             f"reinstall facerun or `facerun models fetch {model.name}`")
+        return candidate
     return None
 
 
