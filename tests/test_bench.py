@@ -44,7 +44,7 @@ def has_onnxruntime() -> bool:
 
 
 class PerturbingGpu:
-    """Stands in for net.gpu (the lead's contract: run / run_many / conv_hook / program_reasons): computes on the
+    """Stands in for net.gpu (CheckedGpu's interface: run / run_many / conv_hook / program_reasons): computes on the
     CPU, then adds noise of `scale` x each output's spread to the paths listed in `wrong`."""
 
     device_name = "test device (perturbing)"
