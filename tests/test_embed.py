@@ -293,8 +293,11 @@ def test_default_embedder_is_the_first_known_one_found(tmp_path, monkeypatch):
     monkeypatch.setenv("FACERUN_MODELS", str(MODELS))
     assert Embedder(device="cpu").name == "mobilefacenet"  # the shared folder holds neither SFace nor AuraFace
     monkeypatch.setenv("FACERUN_MODELS", str(tmp_path))
-    with pytest.raises(ModelError, match="no face embedder found.*--model"):
-        Embedder(device="cpu")
+    # nothing in the user's folders: the MobileFaceNet shipped inside the package
+    from facerun.zoo.find import SHIPPED_DIR
+
+    shipped = Embedder(device="cpu")
+    assert shipped.name == "mobilefacenet" and shipped.path.parent == SHIPPED_DIR
 
 
 # ---------------------------------------------------------------------------------------------------- CLI
