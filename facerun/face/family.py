@@ -178,21 +178,31 @@ def nms(boxes: np.ndarray, scores: np.ndarray, threshold: float, top_k: int = 0)
         order = order[:top_k]
     b = np.asarray(boxes, dtype=np.float64)[order]
     area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-    suppressed = np.zeros(order.size, dtype=bool)
-    kept = []
-    for i in range(order.size):
-        if suppressed[i]:
-            continue
-        kept.append(i)
-        rest = slice(i + 1, None)
+
+    def too_close(i: int, rest: slice) -> np.ndarray:
         iw = np.clip(np.minimum(b[i, 2], b[rest, 2]) - np.maximum(b[i, 0], b[rest, 0]), 0, None)
         ih = np.clip(np.minimum(b[i, 3], b[rest, 3]) - np.maximum(b[i, 1], b[rest, 1]), 0, None)
         inter = iw * ih
         union = area[i] + area[rest] - inter
         with np.errstate(divide="ignore", invalid="ignore"):
-            iou = np.where(union > 0, inter / union, 0.0)
-        suppressed[rest] |= iou > threshold
-    return order[np.asarray(kept, dtype=np.intp)]
+            return np.where(union > 0, inter / union, 0.0) > threshold
+
+    return order[greedy_keep(order.size, too_close)]
+
+
+def greedy_keep(count: int, too_close) -> np.ndarray:
+    """Greedy suppression over candidates already sorted best first: keep each candidate no kept one suppressed;
+    `too_close(i, rest)` says which of the candidates in `rest` (a slice after i) kept candidate i suppresses.
+    Returns the kept positions."""
+    suppressed = np.zeros(count, dtype=bool)
+    kept = []
+    for i in range(count):
+        if suppressed[i]:
+            continue
+        kept.append(i)
+        rest = slice(i + 1, None)
+        suppressed[rest] |= too_close(i, rest)
+    return np.asarray(kept, dtype=np.intp)
 
 
 def box_iou_one(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from PIL import Image
 
 from ..errors import ModelError
 from .faces import FIVE_POINTS, Face
-from .family import Family, Frame
+from .family import Family, Frame, greedy_keep
 
 PAD_DIVISOR = 32  # OpenCV pads the image bottom/right to a multiple of this before the forward pass
 STRIDES = (8, 16, 32)
@@ -204,22 +204,16 @@ def nms_boxes(boxes: np.ndarray, scores: np.ndarray, score_threshold: float, nms
     empty = (w <= 0) | (h <= 0)
     limit = np.float32(nms_threshold)
 
-    suppressed = np.zeros(order.size, dtype=bool)
-    kept = []
-    for i in range(order.size):
-        if suppressed[i]:
-            continue
-        kept.append(i)
-        rest = slice(i + 1, None)
+    def too_close(i: int, rest: slice) -> np.ndarray:
         iw = np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest])
         ih = np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest])
         inter = np.where((iw > 0) & (ih > 0) & ~empty[i] & ~empty[rest], iw * ih, 0).astype(np.float64)
         total = (area[i] + area[rest]).astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             distance = np.where(total <= 0, 0.0, 1.0 - inter / (total - inter))
-        overlap = np.float32(1) - distance.astype(np.float32)
-        suppressed[rest] |= overlap > limit
-    return order[np.asarray(kept)]
+        return np.float32(1) - distance.astype(np.float32) > limit
+
+    return order[greedy_keep(order.size, too_close)]
 
 
 def suppress(faces: np.ndarray, score_threshold: float, nms_threshold: float, top_k: int) -> np.ndarray:
