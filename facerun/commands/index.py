@@ -80,7 +80,8 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
                    f"{report.removed} removed, {len(report.failed)} unreadable; {report.faces} faces written in "
                    f"{report.seconds:.1f} s{speed}")
-        click.echo(f"{db_path}: {totals['photos']} photos, {totals['faces']} faces ({embedder.name}, "
+        photos = f"{totals['photos']} photo{'' if totals['photos'] == 1 else 's'}"
+        click.echo(f"{db_path}: {photos}, {totals['faces']} faces ({embedder.name}, "
                    f"{embedder.dim}-d, {embedder.device})")
     if report.failed:
         finish(False)

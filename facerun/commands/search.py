@@ -41,7 +41,8 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
     if as_json:
         click.echo(json_dumps([m.to_dict() for m in matches], indent=2))
         return
-    err.print(f"{query}: {len(matches)} photos ({embedder.name}, threshold {embedder.threshold})", markup=False)
+    photos = f"{len(matches)} photo{'' if len(matches) == 1 else 's'}"
+    err.print(f"{query}: {photos} ({embedder.name}, threshold {embedder.threshold})", markup=False)
     table = Table()
     for name in ("#", "cosine", "image", "box x,y,w,h"):
         table.add_column(name, justify="right" if name in ("#", "cosine") else "left")
