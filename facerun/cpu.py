@@ -204,9 +204,6 @@ def binary(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
     raise ValueError(kind)
 
 
-_NUMPY_PAD = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
-
-
 def pad(x: np.ndarray, st: P.Pad) -> np.ndarray:
     """Interior padding first (spreading the elements apart), then the crops, then the outer padding."""
     fill = np.asarray(st.value, dtype=x.dtype)
@@ -219,7 +216,7 @@ def pad(x: np.ndarray, st: P.Pad) -> np.ndarray:
     widths = [(max(b, 0), max(a, 0)) for b, a in zip(st.before, st.after)]
     if st.mode == "constant":
         return np.pad(x, widths, constant_values=fill)
-    return np.pad(x, widths, mode=_NUMPY_PAD[st.mode])
+    return np.pad(x, widths, mode=st.mode)  # reflect, edge and wrap: numpy's names are ONNX's
 
 
 def reduce(x: np.ndarray, st: P.Reduce) -> np.ndarray:
