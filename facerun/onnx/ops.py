@@ -134,16 +134,20 @@ def Gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcas
     if weight.shape[1] != k:
         ctx.bad_input(f"expects {weight.shape[1]} input features, got {k}")
     nout = weight.shape[0]
-    bias = None
+    bias, cc = None, None
     if c is not None:
         cc = np.asarray(ctx.const(c, "C"), np.float32) * np.float32(beta)
-        if cc.size == 1:
-            bias = np.full(nout, cc.reshape(-1)[0], np.float32)
-        elif cc.size == nout and (cc.ndim == 1 or cc.shape[0] == 1):
-            bias = cc.reshape(-1).copy()
-        else:
-            ctx.refuse(f"a C of shape {list(cc.shape)} is not supported")
-    return ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), np.ascontiguousarray(weight), bias), (m, nout))
+        if S.broadcast(cc.shape, (m, nout)) != (m, nout):
+            ctx.bad_input(f"a C of shape {list(cc.shape)} does not broadcast to the {m}x{nout} product")
+        if cc.size == 1 or (cc.size == nout and (cc.ndim == 1 or cc.shape[0] == 1)):  # one bias per column
+            bias, cc = np.broadcast_to(cc.reshape(-1), (nout,)).copy(), None
+    if cc is None:
+        return ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), np.ascontiguousarray(weight), bias), (m, nout))
+    # a C varying down the rows (M x N, M x 1) is added after the product
+    product = ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), np.ascontiguousarray(weight), None), (m, nout),
+                       name=ctx.name + ":AB")
+    c_op = S.Operand(ctx.name + ":C", cc.shape, data=cc)
+    return ctx.emit(P.Binary(0, ctx.name + ":C", ctx.vid(product), ctx.vid(c_op), "add"), (m, nout))
 
 
 @op
