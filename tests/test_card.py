@@ -186,12 +186,39 @@ def test_an_embedder_described_by_the_caller(tmp_path):
     assert "tiny.onnx" in str(refused.value) and card.sha256[:12] in str(refused.value)
     with pytest.raises(ModelError, match="--input-size, --mean, --std are missing"):
         embedder_card(card, {"bgr": True}, declared_size=None)
-    with pytest.raises(InputError, match="std must not be zero"):
+    with pytest.raises(InputError, match="std 1,0,1 must be above 0"):
         embedder_card(card, {"mean": 0, "std": "1,0,1"}, declared_size=(64, 64))
     # a known model's values are overridden by what is given, and it stays known
     known_card = card_for("sface-arch-small")
     overridden = embedder_card(known_card, {"mean": 10}, declared_size=(112, 112))
     assert overridden.source == "replica" and overridden.preprocess.mean == (10.0, 10.0, 10.0)
+
+
+@pytest.mark.parametrize("given, refused", [
+    ({"mean": 127.5, "std": 1e-45}, r"std 1e-45 scales pixels to ±1.28e\+47; a std of at least 0.0128 keeps"),
+    ({"mean": 127.5, "std": 0.001}, "scales pixels to ±1.28e"),
+    ({"mean": 127.5, "std": -1}, "std -1 must be above 0"),
+    ({"mean": 127.5, "std": "nan"}, "std must be finite"),
+    ({"mean": "inf", "std": 1}, "mean must be finite"),
+    ({"mean": 300, "std": 1}, "mean 300 is not a pixel value"),
+    ({"mean": -1, "std": 1}, "mean -1 is not a pixel value"),
+])
+def test_pre_processing_that_makes_no_sense_is_refused(tmp_path, given, refused):
+    card = card_for(_tiny_embedder(tmp_path / "tiny.onnx"))
+    with pytest.raises(InputError, match=refused) as e:
+        embedder_card(card, given, declared_size=(64, 64))
+    assert "\n" not in str(e.value)
+    assert embedder_card(card, {"mean": 127.5, "std": 0.02}, declared_size=(64, 64)).input_range[1] < 1e4
+
+
+def test_a_sidecar_with_nonsense_values_is_refused(tmp_path):
+    path = _tiny_embedder(tmp_path / "tiny.onnx")
+    (tmp_path / "tiny.json").write_text('{"input_size": 64, "mean": 127.5, "std": 1e-45}')
+    with pytest.raises(InputError, match="tiny.json: std 1e-45 scales pixels"):
+        card_for(path)
+    (tmp_path / "tiny.json").write_text('{"input_size": 64, "mean": 127.5, "std": 128, "threshold": NaN}')
+    with pytest.raises(ModelError, match="threshold must be a number from -1 to 1"):
+        card_for(path)
 
 
 # ------------------------------------------------------------------------------------------------- plumbing

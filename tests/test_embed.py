@@ -398,3 +398,19 @@ def test_cli_compare_errors_are_one_line(tmp_path, blank_png):
     replica = _cli("compare", photo, photo, "--model", "sface-arch-small", "--json", "--device", "cpu")
     verdict = json.loads(replica.stdout)
     assert verdict["same"] is None and verdict["threshold"] is None and verdict["cosine"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--std", "1e-45", "std 1e-45 scales pixels to ±2.55e+47"),
+    ("--std", "0", "std 0 must be above 0"),
+    ("--std", "-127.5", "std -127.5 must be above 0"),
+    ("--std", "nan", "std must be finite"),
+    ("--mean", "nan", "mean must be finite"),
+    ("--mean", "1e9", "mean 1e+09 is not a pixel value"),
+])
+def test_cli_pre_processing_that_makes_no_sense_is_one_line(tmp_path, option, value, says):
+    photo = _need(FACES / "obama" / "obama.jpg")
+    for command in (["embed", photo, "--out", tmp_path / "x.npy"], ["compare", photo, photo]):
+        result = _cli(*command, "--model", "sface-arch-small", "--device", "cpu", option, value)
+        assert result.exit_code == 1 and says in _one_error_line(result), result.output
+    assert list(tmp_path.iterdir()) == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,8 +93,10 @@ def triple(value, what: str) -> tuple[float, float, float]:
             raise InputError(f"{what} must be a number or three numbers, got {value!r}") from None
     if len(values) == 1:
         values *= 3
-    if len(values) != 3 or not all(np.isfinite(values)):
+    if len(values) != 3:
         raise InputError(f"{what} must be a number or three numbers (one per channel), got {value!r}")
+    if not all(np.isfinite(values)):
+        raise InputError(f"{what} must be finite, got {value!r}")
     return tuple(values)  # type: ignore[return-value]
 
 
@@ -243,10 +246,12 @@ def _sidecar_card(path: Path, label: str, sha: str, sidecar: Path) -> ModelCard:
     if bgr is None and "rgb" in data:
         bgr = not data["rgb"]
     threshold = data.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise ModelError(f"{what}: threshold must be a number")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not -1 <= threshold <= 1):  # a cosine; json reads NaN too
+        raise ModelError(f"{what}: threshold must be a number from -1 to 1 (a cosine), got {threshold!r}")
     size = parse_input_size(data["input_size"]) if data.get("input_size") else None
-    pre = Preprocess(size, triple(data["mean"], "mean"), _checked_std(triple(data["std"], "std")), bool(bgr))
+    pre = checked_preprocess(Preprocess(size, triple(data["mean"], "mean"), triple(data["std"], "std"), bool(bgr)),
+                             what)
     return ModelCard(path, label, "embedder", "sidecar", sha, family=ARCFACE_STYLE, preprocess=pre,
                      threshold=None if threshold is None else float(threshold), sidecar=sidecar)
 
@@ -267,10 +272,30 @@ def _read_sidecar(path: Path) -> dict:
     return data
 
 
-def _checked_std(std: tuple[float, float, float]) -> tuple[float, float, float]:
-    if any(s == 0 for s in std):
-        raise InputError("std must not be zero")
-    return std
+# (pixel - mean) / std beyond this is no image a network was trained on (std 1e-45 gives 1e47, then inf in float32)
+MAX_INPUT_MAGNITUDE = 1e4
+
+
+def checked_preprocess(pre: Preprocess, where: str = "") -> Preprocess:
+    """`pre` when its mean and std make sense for 0..255 pixels, else an InputError in one line: a mean is a pixel
+    value (0..255), a std is above 0, and together they keep the model's input within ±MAX_INPUT_MAGNITUDE."""
+    lead = f"{where}: " if where else ""
+
+    def fmt(values) -> str:
+        return f"{values[0]:g}" if len(set(values)) == 1 else ",".join(f"{v:g}" for v in values)
+
+    if not all(0.0 <= m <= 255.0 for m in pre.mean):
+        raise InputError(f"{lead}mean {fmt(pre.mean)} is not a pixel value: the mean is on the 0..255 scale")
+    if not all(s > 0 for s in pre.std):
+        raise InputError(f"{lead}std {fmt(pre.std)} must be above 0")
+    reach = max(abs(v) for v in pre.input_range())
+    if not reach <= MAX_INPUT_MAGNITUDE:
+        smallest = max(max(m, 255.0 - m) for m in pre.mean) / MAX_INPUT_MAGNITUDE
+        scale = 10.0 ** (2 - math.floor(math.log10(smallest)))
+        smallest = math.ceil(smallest * scale) / scale  # three digits, rounded up so that the advice holds
+        raise InputError(f"{lead}std {fmt(pre.std)} scales pixels to ±{reach:.3g}; a std of at least {smallest:.3g} "
+                         f"keeps (pixel - mean) / std within ±{MAX_INPUT_MAGNITUDE:g}")
+    return pre
 
 
 # ---------------------------------------------------------------------------------------- embedder description
@@ -297,8 +322,8 @@ def embedder_card(card: ModelCard, given: dict, declared_size: tuple[int, int] |
     merged = {**base, **given}
     if merged["input_size"] is None:
         raise ModelError(f"{card.path.name} has no fixed input size; pass it with --input-size WxH")
-    pre = Preprocess(parse_input_size(merged["input_size"]), triple(merged["mean"], "mean"),
-                     _checked_std(triple(merged["std"], "std")), bool(merged["bgr"]))
+    pre = checked_preprocess(Preprocess(parse_input_size(merged["input_size"]), triple(merged["mean"], "mean"),
+                                        triple(merged["std"], "std"), bool(merged["bgr"])))
     return dataclasses.replace(card, kind="embedder", source=source, preprocess=pre,
                                family=card.family or ARCFACE_STYLE)
 
