@@ -82,6 +82,7 @@ class Diff:
     tol: Tolerance | float = TOLERANCE
     magnitude: float = 0.0
     row_cosine: float | None = None  # the smallest per-row cosine, for a batch of vectors
+    nonfinite: int = 0  # NaNs and infinities the reference holds (equal on the other side when it agrees)
     problem: str | None = None  # a mismatch no tolerance excuses: the shape, or where values are finite
 
     @property
@@ -113,6 +114,7 @@ class Diff:
             "max_abs": self.max_abs,
             "max_rel": self.max_rel,
             "cosine": self.cosine,
+            "nonfinite": self.nonfinite,
             "ok": self.ok,
         }
 
@@ -126,16 +128,27 @@ def compare(name: str, got, want, tol: Tolerance | float = TOLERANCE) -> Diff:
         return Diff(name, tuple(got.shape), float("inf"), float("inf"), float("nan"), 0.0, tol,
                     problem=f"shape {list(got.shape)} instead of {list(want.shape)}")
     finite = np.isfinite(want)
-    if not np.array_equal(finite, np.isfinite(got)):
+    # the same NaN or infinity on both sides agrees (an operator's own answer, e.g. sqrt of -1); a NaN on one side
+    # only, or an infinity of the other sign, is a departure
+    apart = int(np.count_nonzero(finite != np.isfinite(got)))
+    if not apart and not finite.all():
+        apart = int((~finite).sum()) - int(np.count_nonzero(_same_special(got[~finite], want[~finite])))
+    if apart:
         return Diff(name, tuple(want.shape), float("inf"), float("inf"), float("nan"), 0.0, tol,
-                    problem="non-finite values where the reference has none (or the reverse)")
+                    problem=f"{apart} NaN or infinite value{'s' if apart > 1 else ''} where the reference has "
+                            "another value (NaN on one side only, or an infinity of the other sign)")
     a, b = got[finite], want[finite]
     max_abs = float(np.abs(a - b).max()) if b.size else 0.0
     mag = float(np.abs(b).max()) if b.size else 0.0
     rng = float(b.max() - b.min()) if b.size else 0.0
     row_cos = _row_cosine(got, want) if finite.all() else None
     return Diff(name, tuple(want.shape), max_abs, max_abs / mag if mag > 0 else max_abs, _cosine(a, b), rng, tol,
-                magnitude=mag, row_cosine=row_cos)
+                magnitude=mag, row_cosine=row_cos, nonfinite=int((~finite).sum()))
+
+
+def _same_special(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where two arrays of NaNs and infinities hold the same one."""
+    return (np.isnan(a) & np.isnan(b)) | (a == b)
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:

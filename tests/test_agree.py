@@ -68,7 +68,11 @@ def test_shapes_and_non_finite_values():
     want = np.array([[1.0, np.inf, np.nan, 2.0]])
     assert compare("y", want.copy(), want).ok  # non-finite values at the same places agree
     moved = np.array([[np.inf, 1.0, np.nan, 2.0]])
-    assert "non-finite" in compare("y", moved, want).why()
+    assert "2 NaN or infinite values where the reference has another value" in compare("y", moved, want).why()
+    # at the same places but not the same: a NaN for an infinity, an infinity of the other sign
+    assert "1 NaN or infinite value where" in compare("y", np.array([[1.0, np.nan, np.nan, 2.0]]), want).why()
+    assert not compare("y", np.array([[1.0, -np.inf, np.nan, 2.0]]), want).ok
+    assert not compare("y", np.array([[1.0, np.inf, 0.0, 2.0]]), want).ok  # NaN on one side only
     wrong = compare("y", np.zeros((4, 1)), want)
     assert not wrong.ok and wrong.why() == "shape [4, 1] instead of [1, 4]"
     assert disagreement({"y": want}, {}) == "output 'y': shape None instead of [1, 4]"

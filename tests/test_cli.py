@@ -51,3 +51,24 @@ def test_parity_and_inspect_on_every_replica(name):
     out = CliRunner().invoke(main, ["parity", name, "--json", *size])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["ok"]
+
+
+def test_parity_counts_the_same_nan_on_both_sides_as_agreeing(tmp_path):
+    # sqrt(x - 128) over the seeded 0..255 input: NaN wherever x < 128, in onnxruntime and in facerun alike
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Sub", ["x", "c"], ["shifted"]), helper.make_node("Sqrt", ["shifted"], ["y"])]
+    graph = helper.make_graph(nodes, "sqrt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+                              [numpy_helper.from_array(np.array(128.0, np.float32), "c")])
+    path = tmp_path / "sqrt.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    out = CliRunner().invoke(main, ["parity", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)  # valid JSON: no bare NaN
+    assert result["ok"] and 10 < result["outputs"][0]["nonfinite"] < 54
+    text = CliRunner().invoke(main, ["parity", str(path)])
+    assert text.exit_code == 0 and "NaN/inf on both" in text.stdout

@@ -85,8 +85,10 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
         for col in ("output", "shape", "max abs", "max rel", "cosine", ""):
             t.add_column(col, justify="left" if col in ("output", "shape", "") else "right")
         for d in diffs:
+            both = f" ({d.nonfinite} NaN/inf on both sides)" if d.nonfinite else ""
+            verdict = f"[green]ok[/]{both}" if d.ok else f"[red]DEPARTS[/]: {d.why()}"
             t.add_row(d.name, "x".join(map(str, d.shape)), f"{d.max_abs:.3g}", f"{d.max_rel:.3g}", f"{d.cosine:.7f}",
-                      "[green]ok[/]" if d.ok else "[red]DEPARTS[/]")
+                      verdict)
         out.print(t)
         if steps:
             if first is None:
