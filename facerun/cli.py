@@ -80,6 +80,10 @@ class FacerunGroup(click.Group):
             if os.environ.get("FACERUN_DEBUG"):
                 raise
             fail(f"internal error ({type(e).__name__}: {e}); run with FACERUN_DEBUG=1 for the traceback", EXIT_INTERNAL)
+        finally:
+            from .zoo import find
+
+            find.use_models_dir(None)  # a run's --models does not outlive it (the API and tests call main again)
 
 
 @click.group(cls=FacerunGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -72,3 +72,46 @@ def test_parity_counts_the_same_nan_on_both_sides_as_agreeing(tmp_path):
     assert result["ok"] and 10 < result["outputs"][0]["nonfinite"] < 54
     text = CliRunner().invoke(main, ["parity", str(path)])
     assert text.exit_code == 0 and "NaN/inf on both" in text.stdout
+
+
+# every command that takes a model has the one --models DIR (cluster works on a database alone)
+MODEL_COMMANDS = ["detect", "evaluate", "embed", "compare", "identify", "index", "search", "parity", "inspect",
+                  "tune", "bench", "models"]
+
+
+def test_every_command_taking_a_model_has_models_dir():
+    assert set(MODEL_COMMANDS) | {"cluster", "adapter"} == set(COMMANDS)
+    for name in MODEL_COMMANDS:
+        out = CliRunner().invoke(main, [name, "--help"])
+        assert "--models DIR" in out.output, name
+    missing = CliRunner().invoke(main, ["inspect", "every-op", "--models", "/no/such/folder"])
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr
+
+
+def test_models_dir_is_searched_by_file_name_and_only_for_its_run(tmp_path):
+    import shutil
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(replicas.replica_path("every-op"), folder / "my-net.onnx")
+    for args in (["inspect", "my-net.onnx", "--json"], ["parity", "my-net.onnx", "--json"]):
+        found = CliRunner().invoke(main, [*args, "--models", str(folder)])
+        assert found.exit_code == 0, found.output
+        # the next run without --models does not search the folder any more
+        gone = CliRunner().invoke(main, args)
+        assert gone.exit_code == 1 and "my-net.onnx" in gone.stderr and str(folder) not in gone.stderr
+
+
+def test_detect_finds_its_model_in_models_dir(tmp_path):
+    import shutil
+
+    from conftest import DATA, real_model
+
+    photo = DATA / "faces" / "obama" / "obama.jpg"
+    if not photo.exists():
+        pytest.skip(f"{photo} not found (set FACERUN_DATA)")
+    shutil.copy(real_model("face_detection_yunet_2022mar.onnx"), tmp_path / "detector.onnx")
+    out = CliRunner().invoke(main, ["detect", str(photo), "--model", "detector.onnx", "--models", str(tmp_path),
+                                    "--json", "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    assert len(json.loads(out.stdout)[0]["faces"]) == 1

@@ -12,7 +12,16 @@ from rich.table import Table
 from ..bench import bench
 from ..errors import InputError
 from ..io import check_output_file
-from .common import allow_software_option, err, finish, out, parse_size, print_json, progress_bar
+from .common import (
+    allow_software_option,
+    err,
+    finish,
+    models_dir_option,
+    out,
+    parse_size,
+    print_json,
+    progress_bar,
+)
 from .types import FiniteRange
 
 FAIL_MARK = "✗ FAIL"
@@ -31,8 +40,8 @@ def _print_table(table: Table) -> None:
 
 @click.command("bench")
 @click.argument("models", nargs=-1)
-@click.option("--models", "models_dir", type=click.Path(path_type=Path),
-              help="Benchmark every .onnx file in this folder (recognised by sha256, else by graph shape).")
+@models_dir_option(expose=True, help="Benchmark every .onnx file in DIR (recognised by sha256, else by graph shape); "
+                                    "MODEL names are looked up in DIR first too.")
 @click.option("--sizes", default="640x640", show_default=True,
               help="Detector input sizes, width x height, comma-separated (YuNet: multiples of 32). Embedders run "
                    "at their own size.")

@@ -4,6 +4,7 @@ exit codes, the --allow-software switch, --size parsing and number formats."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -85,6 +86,24 @@ def allow_software_option(hidden: bool = False):
                         hidden=hidden,
                         help="Accept a software GPU adapter (llvmpipe/lavapipe, WARP, SwiftShader); "
                              "FACERUN_ALLOW_SOFTWARE=1 too.")
+
+
+MODELS_HELP = "Look for model files in DIR first (before $FACERUN_MODELS, the cache folder and the shipped models)."
+
+
+def _use_models_dir(ctx, param, value):
+    from ..zoo import find
+
+    find.use_models_dir(value)  # None when the option is absent: every lookup of this run searches the usual path
+    return value
+
+
+def models_dir_option(expose: bool = False, help: str = MODELS_HELP):
+    """--models DIR, the one definition every command that takes a model shares: DIR is searched first by every
+    model lookup of the run (known names, file names, the default models). `expose` passes it to the command too
+    (bench benchmarks every file in it; models lists it)."""
+    return click.option("--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+                        default=None, metavar="DIR", callback=_use_models_dir, expose_value=expose, help=help)
 
 
 # ------------------------------------------------------------------------------------------------- parsing

@@ -12,7 +12,7 @@ from rich.text import Text
 from ..errors import FacerunError, ImageError, InputError
 from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..io import atomic_write, check_output_file, check_output_folder
-from .common import err, error_line, finish, json_dumps, out, parse_size, progress_bar
+from .common import err, error_line, finish, json_dumps, models_dir_option, out, parse_size, progress_bar
 from .types import FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
@@ -25,7 +25,9 @@ def detector_options(function):
                      help="Detector .onnx file or known model name: yunet-2023mar, yunet-2022mar, scrfd-500m, "
                           "retinaface-mnet025, ultraface-rfb320, blazeface-front128, yolov5n-0.5-face; the family "
                           "(YuNet, SCRFD, RetinaFace, UltraFace, BlazeFace, YOLOv5-face) is told from the graph. "
-                          "Default: yunet-2023mar, looked up in $FACERUN_MODELS and the cache folder."),
+                          "Default: yunet-2023mar, looked up in --models, $FACERUN_MODELS, the cache folder, then "
+                          "the copy shipped with facerun."),
+        models_dir_option(),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                      help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
         click.option("--runtime", type=click.Choice(["facerun", "onnxruntime"]), default="facerun",

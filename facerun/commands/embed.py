@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ..errors import FacerunError, InputError
 from ..io import check_output_file, jsonl_writer, npy_writer, write_together
-from .common import err, error_line, finish, json_dumps, out, progress_bar
+from .common import err, error_line, finish, json_dumps, models_dir_option, out, progress_bar
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -23,7 +23,9 @@ def embedder_options(function):
         click.option("--model", default=None, metavar="NAME|PATH",
                      help="Embedder: a known model (sface-2021dec, auraface-v1, mobilefacenet), a replica "
                           "(sface-arch, auraface-arch, and -small variants) or an .onnx file. Default: the first of "
-                          "sface-2021dec, auraface-v1, mobilefacenet found in $FACERUN_MODELS or the cache folder."),
+                          "sface-2021dec, auraface-v1, mobilefacenet found in --models, $FACERUN_MODELS or the "
+                          "cache folder, else the shipped mobilefacenet."),
+        models_dir_option(),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                      help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
         click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",

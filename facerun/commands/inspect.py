@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import program as P
-from .common import fmt_bytes, fmt_count, input_shape, out, parse_size, print_json
+from .common import fmt_bytes, fmt_count, input_shape, models_dir_option, out, parse_size, print_json
 
 
 def _notes(st: P.Step) -> str:
@@ -57,6 +57,7 @@ def _describe_card(card) -> str:
 
 @click.command("inspect")
 @click.argument("model")
+@models_dir_option()
 @click.option("--size", help="Input width x height for image models, e.g. 640x480 (default: the file's own size).")
 @click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 4096), help="Batch size to compile for.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")

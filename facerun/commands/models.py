@@ -8,10 +8,8 @@ from rich.table import Table
 from ..errors import ModelError
 from ..zoo import find
 from ..zoo.known import KNOWN, by_name
-from .common import err, error_line, json_dumps, out, progress_bar
+from .common import err, error_line, json_dumps, models_dir_option, out, progress_bar
 from .types import FiniteRange
-
-_MODELS_HELP = "Look in DIR first (before $FACERUN_MODELS and the cache folder)."
 
 
 def _models_dir(ctx: click.Context, given: str | None) -> str | None:
@@ -101,7 +99,7 @@ def _print_inventory(report: dict) -> None:
 
 
 @click.command(name="list")
-@click.option("--models", "models_dir", type=click.Path(file_okay=False), metavar="DIR", help=_MODELS_HELP)
+@models_dir_option(expose=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.pass_context
 def list_command(ctx, models_dir, as_json):
@@ -127,7 +125,7 @@ def _verdict(found) -> tuple[str, str | None]:
 
 
 @click.command(name="verify")
-@click.option("--models", "models_dir", type=click.Path(file_okay=False), metavar="DIR", help=_MODELS_HELP)
+@models_dir_option(expose=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
 def verify_command(ctx, models_dir, as_json):
@@ -215,7 +213,7 @@ def path_command():
 
 
 @click.group(name="models", invoke_without_command=True)
-@click.option("--models", "models_dir", type=click.Path(file_okay=False), metavar="DIR", help=_MODELS_HELP)
+@models_dir_option(expose=True)
 @click.option("--json", "as_json", is_flag=True, help="With no subcommand: print the list as JSON.")
 @click.pass_context
 def command(ctx, models_dir, as_json):

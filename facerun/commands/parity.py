@@ -6,11 +6,21 @@ import click
 from rich.table import Table
 
 from ..errors import FacerunError
-from .common import allow_software_option, finish, input_shape, out, parse_size, print_json, sample_input
+from .common import (
+    allow_software_option,
+    finish,
+    input_shape,
+    models_dir_option,
+    out,
+    parse_size,
+    print_json,
+    sample_input,
+)
 
 
 @click.command("parity")
 @click.argument("model")
+@models_dir_option()
 @click.option("--size", help="Input width x height for image models, e.g. 640x480.")
 @click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, json_dumps, out
+from .common import err, json_dumps, models_dir_option, out
 from .types import FiniteRange
 
 
@@ -22,6 +22,7 @@ from .types import FiniteRange
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
 @click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
               help="Detector for the query's face. Default: yunet-2023mar.")
+@models_dir_option()
 @click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","cosine","face_id"}], best first.')
 def command(query, db_path, top, threshold, device, detector_model, as_json):
     """List the photos in --db showing the person of QUERY's largest face, best match first (one row per photo:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from .common import print_json
+from .common import models_dir_option, print_json
 
 
 def parse_shape(text: str | None) -> tuple[int, ...] | None:
@@ -24,6 +24,7 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 
 @click.command("tune")
 @click.argument("model")
+@models_dir_option()
 @click.option("--shape", help="Input shape, e.g. 16,3,112,112 (default: the model's, batch 1).")
 @click.option("--repeat", default=20, show_default=True, type=click.IntRange(1, 10000),
               help="Passes per timed submission.")

@@ -56,8 +56,18 @@ def models_cache_dir(platform: str | None = None, env=None) -> Path:
     return cache_root(platform, env) / "models"
 
 
+_run_models_dir: Path | None = None  # the command line's --models DIR, searched first by every lookup of a run
+
+
+def use_models_dir(folder) -> None:
+    """Search `folder` first in every lookup that names no folder of its own (None: stop)."""
+    global _run_models_dir
+    _run_models_dir = Path(folder) if folder else None
+
+
 def search_dirs_with_sources(models_dir=None) -> list[tuple[Path, str]]:
     """The folders searched for models, in order, each with where it came from (for `facerun models list`)."""
+    models_dir = models_dir or _run_models_dir
     found: list[tuple[Path, str]] = []
     if models_dir:
         found.append((Path(models_dir).expanduser(), "--models"))
@@ -456,6 +466,7 @@ __all__ = [
     "models_cache_dir",
     "search_dirs",
     "search_dirs_with_sources",
+    "use_models_dir",
     "resolve",
     "scan",
     "default_detector",
