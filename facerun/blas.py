@@ -3,7 +3,8 @@
 Multi-threaded OpenBLAS falls off a cliff when another process holds a core: a product that takes 0.02 ms alone
 waits for a scheduler time slice (4 to 16 ms) for its second thread. So facerun asks OpenBLAS (found in the process's
 memory map, through ctypes) for one thread while the machine is busy (load average at or above its core count), and
-for one thread on small products, where threads buy little. `FACERUN_CPU_THREADS=N` fixes the count instead.
+for one thread on small products, where threads buy little; the count comes back after each product (or each run of the
+interpreter). `FACERUN_CPU_THREADS=N` fixes the count instead.
 Where OpenBLAS can't be reached (another BLAS, another OS), nothing changes.
 """
 
@@ -82,6 +83,25 @@ def _set(n: int) -> None:
     _current = n
 
 
+def current_threads() -> int | None:
+    """The thread count OpenBLAS runs with now (None where it can't be reached)."""
+    api = _find()
+    if api is None:
+        return None
+    return _current if _current is not None else api[2]
+
+
+def set_threads(n: int) -> None:
+    """Ask OpenBLAS for `n` threads (nothing happens when it already runs with `n`, or can't be reached)."""
+    with _lock:
+        _set(max(1, int(n)))
+
+
+def threads_for_macs(macs: int, default: int) -> int:
+    """Threads for one product of `macs` multiply-adds: one when small, else `default`."""
+    return 1 if macs < SMALL_MACS else default
+
+
 def default_threads() -> int:
     fixed = os.environ.get("FACERUN_CPU_THREADS", "").strip()
     if fixed.isdigit() and int(fixed) > 0:
@@ -97,7 +117,12 @@ def default_threads() -> int:
 
 @contextmanager
 def threads_for(macs: int, default: int):
-    """Run the products inside with one thread when small, else with `default` threads."""
-    with _lock:
-        _set(1 if macs < SMALL_MACS else default)
-    yield
+    """Run the products inside with one thread when small, else with `default` threads; the count in effect before
+    comes back on leaving, so numpy products elsewhere in the process don't stay on one thread."""
+    before = current_threads()
+    set_threads(threads_for_macs(macs, default))
+    try:
+        yield
+    finally:
+        if before is not None:
+            set_threads(before)

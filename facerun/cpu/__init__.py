@@ -1,18 +1,24 @@
 """The numpy interpreter: the reference every other path is judged by.
 
-Plain numpy, vectorised: convolutions are im2col (a strided view, copied once) times the weights through BLAS, 1x1
-convolutions skip the copy, depthwise convolutions add up their kernel taps over whole tensors.
+`run_program` runs the fast interpreter (interpreter.py: channels-last, an arena per program, fused in-place
+epilogues, depthwise/stem/Winograd kernels) unless asked for the reference: `reference=True`,
+FACERUN_CPU_REFERENCE=1, or a step hook (`on_step`, `conv`), which sees every step's NCHW value.
+
+This module is the reference: plain NCHW numpy, vectorised and dtype-preserving (the compiler folds integer shape
+arithmetic through `run_step`): convolutions are im2col (a strided view, copied once) times the weights through BLAS,
+1x1 convolutions skip the copy, depthwise convolutions add up their kernel taps over whole tensors.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import blas
-from . import program as P
+from .. import blas
+from .. import program as P
 
 # Depthwise maps up to this many pixels use the im2col + batched matmul form.
 _SMALL_PLANE = 4096
@@ -293,14 +299,39 @@ StepHook = Callable[[P.Step, np.ndarray], None]
 ConvHook = Callable[[P.Conv, list], "np.ndarray | None"]
 
 
+def use_reference() -> bool:
+    """FACERUN_CPU_REFERENCE=1: every run on the plain NCHW reference."""
+    return os.environ.get("FACERUN_CPU_REFERENCE", "").strip() not in ("", "0")
+
+
 def run_program(
     prog: P.Program,
     inputs: dict[str, np.ndarray],
     on_step: StepHook | None = None,
     conv: ConvHook | None = None,
+    reference: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """Run `prog` on `inputs` (by input name). `on_step(step, value)` sees every step's result (parity --steps);
-    `conv(step, args)` may compute a convolution elsewhere (the GPU's per-convolution mode) or return None."""
+    `conv(step, args)` may compute a convolution elsewhere (the GPU's per-convolution mode) or return None. Either
+    hook, `reference=True` or FACERUN_CPU_REFERENCE=1 runs the reference; otherwise the fast interpreter runs (the
+    reference too when the inputs' shapes aren't the program's)."""
+    if reference is None:
+        reference = use_reference()
+    if not reference and on_step is None and conv is None:
+        from . import interpreter
+
+        if interpreter.fits(prog, inputs):
+            return interpreter.run_fast(prog, inputs)
+    return run_reference(prog, inputs, on_step, conv)
+
+
+def run_reference(
+    prog: P.Program,
+    inputs: dict[str, np.ndarray],
+    on_step: StepHook | None = None,
+    conv: ConvHook | None = None,
+) -> dict[str, np.ndarray]:
+    """The reference run: every step's NCHW result from `run_step` (or the `conv` hook), freed after its last use."""
     store: dict[int, np.ndarray] = {}
     threads = blas.default_threads()  # once a run: one thread while the machine is busy
     for name, vid in prog.inputs:

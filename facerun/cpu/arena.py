@@ -1,0 +1,138 @@
+"""Memory for the fast interpreter: every buffer a program needs, allocated once, reused by every run.
+
+Buffers get slots by lifetime (a slot is reused once its last reader has run), scratch space is shared by role
+across steps (a step's scratch lives only while it runs). Executables, each holding an arena, are kept per program
+under a byte budget (FACERUN_CPU_ARENA_MB, default 1024), least recently used first out, so thousands of input sizes
+don't pin thousands of arenas.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+ARENA_BUDGET_MB = 1024
+
+
+class SlotPlan:
+    """Assigns each buffer a slot: a freed slot is reused (smallest that fits, else the largest, grown)."""
+
+    def __init__(self):
+        self.sizes: list[int] = []  # elements per slot
+        self.users: list[int] = []  # live buffers in each slot
+        self.slot_of: dict[object, int] = {}
+
+    def take(self, key, size: int) -> int:
+        free = [s for s, n in enumerate(self.users) if n == 0]
+        fits = [s for s in free if self.sizes[s] >= size]
+        if fits:
+            slot = min(fits, key=lambda s: self.sizes[s])
+        elif free:
+            slot = max(free, key=lambda s: self.sizes[s])
+            self.sizes[slot] = size
+        else:
+            slot = len(self.sizes)
+            self.sizes.append(size)
+            self.users.append(0)
+        self.users[slot] += 1
+        self.slot_of[key] = slot
+        return slot
+
+    def share(self, key, other) -> None:
+        """`key` lives in `other`'s slot too (an elementwise step writing over its dying input)."""
+        slot = self.slot_of[other]
+        self.users[slot] += 1
+        self.slot_of[key] = slot
+
+    def release(self, key) -> None:
+        self.users[self.slot_of[key]] -= 1
+
+
+class Scratch:
+    """Per-step working space by role. `measuring` hands out fresh arrays and records the largest request per role;
+    afterwards each role is one buffer and requests are views of it."""
+
+    def __init__(self, sizes: dict[str, int] | None = None):
+        self.measuring = sizes is None
+        self.sizes: dict[str, int] = {} if sizes is None else dict(sizes)
+        self.buffers = {role: np.empty(n, np.float32) for role, n in self.sizes.items()} if sizes else {}
+
+    def get(self, role: str, shape) -> np.ndarray:
+        n = int(np.prod(shape))
+        if self.measuring:
+            self.sizes[role] = max(self.sizes.get(role, 0), n)
+            return np.empty(shape, np.float32)
+        return self.buffers[role][:n].reshape(shape)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * sum(self.sizes.values())
+
+
+# ---------------------------------------------------------------------------------------- executables per program
+
+_lock = threading.Lock()
+_kept: OrderedDict = OrderedDict()  # id(program) -> [weakref(program), idle executables, bytes]
+_total = 0
+
+
+def _budget() -> int:
+    text = os.environ.get("FACERUN_CPU_ARENA_MB", "").strip()
+    mb = int(text) if text.isdigit() else ARENA_BUDGET_MB
+    return mb << 20
+
+
+def _forget(key, lock=_lock, kept=_kept) -> None:
+    """A program was collected: its executables go (bound defaults: this also runs while the interpreter exits)."""
+    global _total
+    with lock:
+        entry = kept.pop(key, None)
+        if entry is not None:
+            _total -= entry[2]
+
+
+def borrow(prog, build):
+    """An idle executable of `prog` (built by `build(prog)` when none is idle: the first run, or a concurrent one).
+    Give it back with `give_back` once the run is over."""
+    global _total
+    with _lock:
+        entry = _kept.get(id(prog))
+        if entry is not None and entry[0]() is prog and entry[1]:
+            _kept.move_to_end(id(prog))
+            exe = entry[1].pop()
+            entry[2] -= exe.nbytes
+            _total -= exe.nbytes
+            return exe
+    return build(prog)
+
+
+def give_back(prog, exe) -> None:
+    global _total
+    key = id(prog)
+    evicted = []
+    with _lock:
+        entry = _kept.get(key)
+        if entry is None or entry[0]() is not prog:
+            if entry is not None:
+                _total -= entry[2]
+            entry = [weakref.ref(prog, lambda _ref, k=key, forget=_forget: forget(k)), [], 0]
+            _kept[key] = entry
+        entry[1].append(exe)
+        entry[2] += exe.nbytes
+        _total += exe.nbytes
+        _kept.move_to_end(key)
+        budget = _budget()
+        while _total > budget and len(_kept) > 1:
+            _, gone = _kept.popitem(last=False)
+            _total -= gone[2]
+            evicted.append(gone)
+    del evicted  # dropped outside the lock
+
+
+def kept_bytes() -> int:
+    """Bytes of the executables kept for later runs (all programs)."""
+    return _total

@@ -1,0 +1,206 @@
+"""Channels-last convolution kernels of the fast interpreter, each built once per program into a closure over its
+arena buffers (x and out NHWC unless said otherwise):
+
+- pointwise 1x1: one GEMM, (N·H·W, Cin) x (Cin, Cout), straight into the output;
+- dense k x k: im2col from a zero-ringed copy, in bands of rows that stay in cache, times the weights;
+- the stem (a dense convolution reading the NCHW input): the columns gathered tap by tap (C·kh·kw strided copies)
+  straight from the NCHW input, one GEMM writing channels-last;
+- depthwise: one einsum per band of ~256 KB of output rows over a strided (kh, kw, rows, W·C) view of the
+  zero-ringed input (stride 1), or (kh, kw, rows, W, C) at other strides.
+
+A bias, a residual and the activation follow in place (`epilogue`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .. import blas
+from .. import program as P
+from .elementwise import inplace_activation
+
+# Bytes of im2col columns per band, and of output rows per depthwise band: small enough to stay in cache.
+COLUMN_BAND_BYTES = 2 << 20
+DEPTHWISE_BAND_BYTES = 256 << 10
+
+
+def bands(items: int, rows: int, row_bytes: int, budget: int) -> list[tuple[int, int, int, int]]:
+    """(n0, n1, r0, r1) blocks covering items x rows, about `budget` bytes each: whole items grouped when one fits,
+    else bands of rows of one item."""
+    per_item = rows * row_bytes
+    if per_item <= budget:
+        step = max(1, budget // max(per_item, 1))
+        return [(n, min(n + step, items), 0, rows) for n in range(0, items, step)]
+    step = max(1, budget // max(row_bytes, 1))
+    return [(n, n + 1, r, min(r + step, rows)) for n in range(items) for r in range(0, rows, step)]
+
+
+def padder(x: np.ndarray, pads, scratch, role: str = "pad", fill: float = 0.0, extra=(0, 0), nchw: bool = False):
+    """(padded array, fill function): a copy of x with `pads` (top, left, bottom, right) plus `extra` rows/columns of
+    `fill` below/right; the ring is rewritten each run because scratch is shared between steps."""
+    top, left, bottom, right = pads
+    bottom, right = bottom + extra[0], right + extra[1]
+    if not (top or left or bottom or right):
+        return x, None
+    if nchw:
+        n, c, h, w = x.shape
+        xp = scratch.get(role, (n, c, h + top + bottom, w + left + right))
+        ring = [xp[:, :, :top], xp[:, :, top + h:], xp[:, :, top:top + h, :left], xp[:, :, top:top + h, left + w:]]
+        inner = xp[:, :, top:top + h, left:left + w]
+    else:
+        n, h, w, c = x.shape
+        xp = scratch.get(role, (n, h + top + bottom, w + left + right, c))
+        ring = [xp[:, :top], xp[:, top + h:], xp[:, top:top + h, :left], xp[:, top:top + h, left + w:]]
+        inner = xp[:, top:top + h, left:left + w]
+    ring = [r for r in ring if r.size]
+    value = np.float32(fill)
+
+    def fill_in():
+        for r in ring:
+            r.fill(value)
+        np.copyto(inner, x)
+
+    return xp, fill_in
+
+
+def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch):
+    """out += bias; out += residual; out = act(out), all in place over channels-last `out`."""
+    bias = None if st.bias is None else st.bias.astype(np.float32).reshape(-1)
+    act = inplace_activation(st.act, out, scratch, channels_last=True)
+
+    def run():
+        if bias is not None:
+            np.add(out, bias, out=out)
+        if residual is not None:
+            np.add(out, residual, out=out)
+        if act is not None:
+            act()
+
+    return run
+
+
+def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
+    """out = a @ b with the thread count its size calls for (ctx.threads: this run's full count)."""
+    macs = a.shape[0] * a.shape[1] * b.shape[1]
+    small = macs < blas.SMALL_MACS
+
+    def run():
+        blas.set_threads(1 if small else ctx.threads)
+        np.matmul(a, b, out=out)
+
+    return run
+
+
+def pointwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
+    """1x1 at stride s (no padding): strided inputs gathered first."""
+    n, oh, ow, cout = out.shape
+    cin = x.shape[3]
+    wk = np.ascontiguousarray(st.weight.reshape(cout, cin).T)
+    sh, sw = st.stride
+    if (sh, sw) == (1, 1):
+        return product(x.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
+    cols = scratch.get("cols", (n, oh, ow, cin))
+    src = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
+    mult = product(cols.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
+
+    def run():
+        np.copyto(cols, src)
+        mult()
+
+    return run
+
+
+def _windows(xp: np.ndarray, kernel, stride, dilation, out_hw) -> np.ndarray:
+    """(N, OH, OW, kh, kw, C) windows of a padded NHWC array."""
+    sn, sh, sw, sc = xp.strides
+    return as_strided(xp, shape=(xp.shape[0], out_hw[0], out_hw[1], kernel[0], kernel[1], xp.shape[3]),
+                      strides=(sn, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1], sc),
+                      writeable=False)
+
+
+def dense(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
+    """Any dense (one group) convolution on channels-last x: windows copied band by band, one GEMM per band."""
+    n, oh, ow, cout = out.shape
+    cin = x.shape[3]
+    kh, kw = st.kernel
+    k = kh * kw * cin
+    wk = np.ascontiguousarray(st.weight.transpose(2, 3, 1, 0).reshape(k, cout))
+    xp, pad_in = padder(x, st.pads, scratch)
+    win = _windows(xp, st.kernel, st.stride, st.dilation, (oh, ow))
+    steps = []
+    for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, COLUMN_BAND_BYTES):
+        cols = scratch.get("cols", (n1 - n0, r1 - r0, ow, kh, kw, cin))
+        src = win[n0:n1, r0:r1]
+        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx)
+        steps.append((cols, src, mult))
+
+    def run():
+        if pad_in is not None:
+            pad_in()
+        for cols, src, mult in steps:
+            np.copyto(cols, src)
+            mult()
+
+    return run
+
+
+def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
+    """A dense convolution reading NCHW x (the network's input, few channels): columns (C·kh·kw, N·OH·OW) gathered
+    one tap at a time, then one GEMM writing channels-last."""
+    n, oh, ow, cout = out.shape
+    cin = x.shape[1]
+    kh, kw = st.kernel
+    (sh, sw), (dh, dw) = st.stride, st.dilation
+    k = cin * kh * kw
+    wk = np.ascontiguousarray(st.weight.reshape(cout, k).T)
+    xp, pad_in = padder(x, st.pads, scratch, role="padc", nchw=True)
+    cols = scratch.get("cols", (cin, kh, kw, n, oh, ow))
+    copies = [(cols[c, ky, kx], xp[:, c, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh,
+                                  kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
+              for c in range(cin) for ky in range(kh) for kx in range(kw)]
+    mult = product(cols.reshape(k, -1).T, wk, out.reshape(-1, cout), ctx)
+
+    def run():
+        if pad_in is not None:
+            pad_in()
+        for dst, src in copies:
+            np.copyto(dst, src)
+        mult()
+
+    return run
+
+
+def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
+    """One group per channel (Cout = Cin): per band of output rows, one einsum over the kernel taps."""
+    n, oh, ow, c = out.shape
+    kh, kw = st.kernel
+    (sh, sw), (dh, dw) = st.stride, st.dilation
+    xp, pad_in = padder(x, st.pads, scratch)
+    rs, cs = xp.strides[1], xp.strides[2]
+    w = np.ascontiguousarray(st.weight.reshape(c, kh, kw).transpose(1, 2, 0))  # (kh, kw, C)
+    merged = sw == 1
+    if merged:  # (W, C) of a row is one axis: the weights tiled along it
+        w = np.ascontiguousarray(np.broadcast_to(w[:, :, None, :], (kh, kw, ow, c)).reshape(kh, kw, ow * c))
+    rows = max(1, DEPTHWISE_BAND_BYTES // (ow * c * 4))
+    steps = []
+    for i in range(n):
+        for r0 in range(0, oh, rows):
+            r = min(rows, oh - r0)
+            base = xp[i, r0 * sh :]
+            if merged:
+                view = as_strided(base, shape=(kh, kw, r, ow * c), strides=(dh * rs, dw * cs, sh * rs, 4),
+                                  writeable=False)
+                steps.append(("ijrk,ijk->rk", view, out[i, r0 : r0 + r].reshape(r, ow * c)))
+            else:
+                view = as_strided(base, shape=(kh, kw, r, ow, c), strides=(dh * rs, dw * cs, sh * rs, sw * cs, 4),
+                                  writeable=False)
+                steps.append(("ijrwc,ijc->rwc", view, out[i, r0 : r0 + r]))
+
+    def run():
+        if pad_in is not None:
+            pad_in()
+        for spec, view, dst in steps:
+            np.einsum(spec, view, w, out=dst)
+
+    return run

@@ -1,0 +1,178 @@
+"""In-place elementwise kernels of the fast interpreter: activations (PReLU as maximum(x, s·x), or minimum for
+slopes above 1: two passes instead of np.where's five), channels-last affine, binary, max pooling, nearest resize.
+Each is built once into a closure over its arena buffers; results equal the reference's bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import program as P
+
+
+def _slope_pick(x: np.ndarray, slope: np.ndarray, tmp: np.ndarray):
+    """x = x < 0 ? s·x : x, in place. max(x, s·x) is that for every s <= 1, min(x, s·x) for every s >= 1."""
+    if np.all(slope <= 1):
+        pick = np.maximum
+    elif np.all(slope >= 1):
+        pick = np.minimum
+    else:
+        def run():
+            np.multiply(x, slope, out=tmp)
+            np.copyto(x, tmp, where=x < 0)
+
+        return run
+
+    def run():
+        np.multiply(x, slope, out=tmp)
+        pick(x, tmp, out=x)
+
+    return run
+
+
+def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channels_last: bool):
+    """A closure applying `act` to x in place (None for no activation); per-channel slopes on the last axis when
+    channels_last, else on axis 1."""
+    if act is None:
+        return None
+    k = act.kind
+    if k == "relu":
+        return lambda: np.maximum(x, 0, out=x)
+    if k == "clip":
+        lo, hi = np.float32(act.lo), np.float32(act.hi)
+        return lambda: np.clip(x, lo, hi, out=x)
+    if k == "sigmoid":
+        def sigmoid():
+            with np.errstate(over="ignore"):
+                np.negative(x, out=x)
+                np.exp(x, out=x)
+                np.add(x, np.float32(1.0), out=x)
+                np.divide(np.float32(1.0), x, out=x)
+
+        return sigmoid
+    if k in ("leaky", "prelu"):
+        if k == "leaky":
+            slope = np.float32(act.alpha)
+            tmp = scratch.get("act", x.shape)
+            return _slope_pick(x, np.asarray(slope), tmp)
+        s = act.slope.astype(np.float32).reshape(-1)
+        if s.size > 1:
+            s = s if channels_last else s.reshape((1, -1) + (1,) * (x.ndim - 2))
+        else:
+            s = s.reshape(())
+        return _slope_pick(x, s, scratch.get("act", x.shape))
+    if k == "exp":
+        def exp():
+            with np.errstate(over="ignore"):
+                np.exp(x, out=x)
+
+        return exp
+    if k == "sqrt":
+        def sqrt():
+            with np.errstate(invalid="ignore"):
+                np.sqrt(x, out=x)
+
+        return sqrt
+    if k in ("hardsigmoid", "hardswish"):
+        alpha, lo = np.float32(act.alpha), np.float32(act.lo)
+        gate = scratch.get("act", x.shape)
+
+        def hard():
+            np.multiply(x, alpha, out=gate)
+            np.add(gate, lo, out=gate)
+            np.clip(gate, 0, 1, out=gate)
+            if k == "hardsigmoid":
+                np.copyto(x, gate)
+            else:
+                np.multiply(x, gate, out=x)
+
+        return hard
+    raise ValueError(f"unknown activation {k}")
+
+
+def copy_then(src: np.ndarray, out: np.ndarray, then):
+    """out = src (skipped when out is src's buffer), then `then()` in place."""
+    same = np.shares_memory(src, out)
+
+    def run():
+        if not same:
+            np.copyto(out, src)
+        if then is not None:
+            then()
+
+    return run
+
+
+def unary(st: P.Unary, x: np.ndarray, out: np.ndarray, scratch):
+    return copy_then(x, out, inplace_activation(st.act, out, scratch, channels_last=True))
+
+
+def affine(st: P.Affine, x: np.ndarray, out: np.ndarray):
+    scale, shift = st.scale.astype(np.float32).reshape(-1), st.shift.astype(np.float32).reshape(-1)
+
+    def run():
+        np.multiply(x, scale, out=out)
+        np.add(out, shift, out=out)
+
+    return run
+
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+
+
+def binary(st: P.Binary, a, b, out: np.ndarray):
+    fn = _BINARY[st.kind]
+    if st.kind == "div":
+        def divide():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fn(a, b, out=out)
+
+        return divide
+    return lambda: fn(a, b, out=out)
+
+
+def maxpool(st: P.Pool, x: np.ndarray, out: np.ndarray, scratch):
+    """Max over the window taps of channels-last x, padded with -inf where the windows reach past it."""
+    from .conv import padder
+
+    _, h, w, _ = x.shape
+    _, oh, ow, _ = out.shape
+    (kh, kw), (sh, sw), (dh, dw) = st.kernel, st.stride, st.dilation
+    top, left, _, _ = st.pads
+    need_h = (oh - 1) * sh + dh * (kh - 1) + 1
+    need_w = (ow - 1) * sw + dw * (kw - 1) + 1
+    pads = (top, left, max(0, need_h - h - top), max(0, need_w - w - left))
+    xp, pad_in = padder(x, pads, scratch, fill=-np.inf)
+    taps = [xp[:, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw]
+            for ky in range(kh) for kx in range(kw)]
+
+    def run():
+        if pad_in is not None:
+            pad_in()
+        np.copyto(out, taps[0])
+        for tap in taps[1:]:
+            np.maximum(out, tap, out=out)
+
+    return run
+
+
+def resize(st: P.Resize, x: np.ndarray, out: np.ndarray, scratch):
+    """Nearest resize of channels-last x: rows taken, then columns."""
+    n, _, w, c = x.shape
+    rows = scratch.get("resize", (n, len(st.src_y), w, c))
+    src_y, src_x = st.src_y.astype(np.intp), st.src_x.astype(np.intp)
+
+    def run():
+        np.take(x, src_y, axis=1, out=rows)
+        np.take(rows, src_x, axis=2, out=out)
+
+    return run
+
+
+def global_average(x: np.ndarray, out: np.ndarray):
+    """Mean over H and W of channels-last x into (N, C, 1, 1), which is the same memory in either layout."""
+    flat = out.reshape(out.shape[0], out.shape[1])
+
+    def run():
+        np.mean(x, axis=(1, 2), dtype=np.float32, out=flat)
+
+    return run

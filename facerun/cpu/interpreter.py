@@ -1,0 +1,338 @@
+"""The fast interpreter: the same program, run channels-last out of an arena, with fused in-place epilogues.
+
+The program stays layout-neutral (NCHW); this module chooses each tensor's layout. Values made by convolutions,
+max pooling and the elementwise steps that follow them are kept NHWC; a step without a channels-last kernel gets
+NCHW arguments (converted once per tensor, where needed) and runs the reference `run_step`. Every buffer comes from
+an arena allocated with the executable (once per program), every step is a closure built over its buffers, so a run
+allocates only its outputs (copied: a later run never overwrites what the caller holds).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from .. import blas
+from .. import program as P
+from . import arena, conv, elementwise, winograd
+
+NCHW, NHWC = "nchw", "nhwc"
+# Dense convolutions reading NCHW with at most this many input channels gather their columns straight from it.
+STEM_CHANNELS = 16
+
+
+class _Run:
+    """What a closure reads at run time: this run's full BLAS thread count."""
+
+    threads = 1
+
+
+def _nhwc_shape(shape) -> tuple[int, ...]:
+    n, c, h, w = shape
+    return (n, h, w, c)
+
+
+class _Op:
+    __slots__ = ("kind", "step", "reads", "write", "inplace", "info")
+
+    def __init__(self, kind, step, reads, write, inplace=False, info=None):
+        self.kind, self.step, self.reads, self.write, self.inplace, self.info = kind, step, reads, write, inplace, info
+
+
+class Planner:
+    """Chooses layouts and kernels, step by step; buffers are keyed (value id, layout)."""
+
+    def __init__(self, prog: P.Program):
+        self.prog = prog
+        self.values = prog.values
+        self.native: dict[int, str] = {}  # storage -> layout it is made in
+        self.have: set = set()  # buffer keys that exist
+        self.ops: list[_Op] = []
+        for name, vid in prog.inputs:
+            self.native[vid] = NCHW
+            self._made((vid, NCHW), _Op("input", None, [], (vid, NCHW), info=name))
+        for st in prog.steps:
+            self._plan(st)
+        outs = [self.need(vid, NCHW) for _, vid in prog.outputs if self.values[vid].kind != "const"]
+        self.ops.append(_Op("outputs", None, [k for k in outs if k is not None], None))
+
+    # -------------------------------------------------------------------------------------------- layouts
+    def _made(self, key, op):
+        self.have.add(key)
+        self.ops.append(op)
+
+    def nhwc(self, vid: int) -> bool:
+        """Whether `vid` can be read channels-last without a conversion."""
+        v = self.values[vid]
+        if v.kind == "const":
+            return False
+        base = self.values[v.base]
+        return self.native.get(v.base) == NHWC and v.shape == base.shape
+
+    def need(self, vid: int, layout: str):
+        """The buffer key that holds `vid` in `layout`, adding a conversion when none does (None for constants)."""
+        v = self.values[vid]
+        if v.kind == "const":
+            return None
+        base = v.base
+        same = v.shape == self.values[base].shape
+        if layout == NCHW:
+            key = (base, NCHW)
+            if key not in self.have:
+                self._made(key, _Op("to_nchw", None, [(base, NHWC)], key))
+            return key
+        key = (base if same else vid, NHWC)
+        if key not in self.have:
+            src = self.need(vid, NCHW)
+            self._made(key, _Op("to_nhwc", None, [src], key, info=vid))
+        return key
+
+    def shape_of(self, key) -> tuple[int, ...]:
+        vid, layout = key
+        shape = self.values[vid].shape
+        return _nhwc_shape(shape) if layout == NHWC else shape
+
+    # -------------------------------------------------------------------------------------------- steps
+    def _out(self, st, layout, kind, reads, inplace=False, info=None):
+        self.native[st.out] = layout
+        key = (st.out, layout)
+        self._made(key, _Op(kind, st, reads, key, inplace, info))
+
+    def _plan(self, st: P.Step) -> None:
+        vals = self.values
+        out_shape = vals[st.out].shape
+        if isinstance(st, P.Conv):
+            x = vals[st.x]
+            cin = x.shape[1]
+            cout = out_shape[1]
+            res = [] if st.residual is None else [self.need(st.residual, NHWC)]
+            if st.depthwise and st.groups == cin == cout:
+                kind = "depthwise"
+            elif st.groups != 1:
+                kind = None
+            elif not self.nhwc(st.x) and cin <= STEM_CHANNELS and st.kernel != (1, 1):
+                self._out(st, NHWC, "stem", [self.need(st.x, NCHW)] + res)
+                return
+            elif winograd.suits(st, cin, out_shape):
+                kind = "winograd"
+            elif st.kernel == (1, 1) and not any(st.pads):
+                kind = "pointwise"
+            else:
+                kind = "dense"
+            if kind is not None:
+                self._out(st, NHWC, kind, [self.need(st.x, NHWC)] + res)
+                return
+        elif isinstance(st, P.Pool) and st.kind == "max" and self.nhwc(st.x):
+            self._out(st, NHWC, "maxpool", [self.need(st.x, NHWC)])
+            return
+        elif isinstance(st, (P.Affine, P.Unary)) and self.nhwc(st.x):
+            self._out(st, NHWC, st.op.lower(), [self.need(st.x, NHWC)], inplace=True)
+            return
+        elif isinstance(st, P.Binary) and st.kind in elementwise._BINARY and len(out_shape) == 4:
+            operands = [vals[v] for v in (st.a, st.b)]
+            scalar = [v.kind == "const" and v.size == 1 for v in operands]
+            fits = [s or (self.nhwc(v.id) and v.shape == out_shape) for v, s in zip(operands, scalar)]
+            if all(fits) and not all(scalar):
+                reads = [None if s else self.need(v.id, NHWC) for v, s in zip(operands, scalar)]
+                self._out(st, NHWC, "binary", reads, inplace=True)
+                return
+        elif isinstance(st, P.Resize) and self.nhwc(st.x):
+            self._out(st, NHWC, "resize", [self.need(st.x, NHWC)])
+            return
+        elif isinstance(st, P.GlobalAvgPool) and self.nhwc(st.x) and len(out_shape) == 4:
+            self._out(st, NCHW, "gap", [self.need(st.x, NHWC)])  # (N, C, 1, 1): the same memory either way
+            return
+        elif isinstance(st, P.Copy) and self.nhwc(st.x) and _is_to_channels_last(st, vals[st.x].shape, out_shape):
+            self._out(st, NCHW, "nhwc_copy", [self.need(st.x, NHWC)])
+            return
+        elif isinstance(st, P.Gemm) and len(vals[st.x].shape) == 2:
+            x = vals[st.x]
+            base = vals[x.base]
+            if self.native.get(x.base) == NHWC and x.shape == (base.shape[0], prod(base.shape[1:])):
+                self._out(st, NCHW, "gemm", [self.need(x.base, NHWC)], info="permuted")
+            else:
+                self._out(st, NCHW, "gemm", [self.need(st.x, NCHW)])
+            return
+        reads = [self.need(v, NCHW) for v in st.reads]
+        self._out(st, NCHW, "reference", reads)
+
+
+def _is_to_channels_last(st: P.Copy, in_shape, out_shape) -> bool:
+    """Whether a Copy is the NCHW -> NHWC transpose of its whole input (then its result is the NHWC buffer)."""
+    if len(in_shape) != 4 or st.offset != 0:
+        return False
+    n, c, h, w = in_shape
+    return tuple(out_shape) == (n, h, w, c) and tuple(st.strides) == (c * h * w, w, 1, h * w)
+
+
+class Executable:
+    """A program's ops bound to one arena: `run(inputs)` runs them."""
+
+    def __init__(self, prog: P.Program, planner: Planner | None = None):
+        self.prog = prog
+        plan = planner or Planner(prog)
+        self.ctx = _Run()
+        slots = self._assign(plan)
+        self.slots = [np.empty(n, np.float32) for n in slots.sizes]
+        self.buffers = {key: self.slots[slot][: prod(plan.shape_of(key))].reshape(plan.shape_of(key))
+                        for key, slot in slots.slot_of.items()}
+        measure = arena.Scratch()  # a first binding measures the scratch each role needs; the second uses it
+        for op in plan.ops:
+            self._bind(op, plan, measure)
+        self.scratch = arena.Scratch(measure.sizes)
+        self.inputs = [(op.info, self.buffers[op.write]) for op in plan.ops if op.kind == "input"]
+        self.outputs = list(prog.outputs)
+        bound = [(op, self._bind(op, plan, self.scratch)) for op in plan.ops]
+        self.steps = [fn for _, fn in bound if fn is not None]
+        self.kinds = [op.kind for op, fn in bound if fn is not None]  # for profiles: which kernel each step is
+        # what the executable holds besides the program: its buffers, its scratch and its weights in their layouts
+        weights = sum(op.step.weight.nbytes * (16 / 9 if op.kind == "winograd" else 1) for op in plan.ops
+                      if op.kind in ("stem", "depthwise", "winograd", "pointwise", "dense", "gemm"))
+        self.nbytes = int(4 * sum(slots.sizes) + self.scratch.nbytes + weights)
+
+    def _assign(self, plan: Planner) -> arena.SlotPlan:
+        last: dict = {}
+        for i, op in enumerate(plan.ops):
+            for k in op.reads:
+                if k is not None:
+                    last[k] = i
+            if op.write is not None:
+                last.setdefault(op.write, i)
+        kept = set(plan.ops[-1].reads)  # outputs live to the end
+        slots = arena.SlotPlan()
+        for i, op in enumerate(plan.ops):
+            dying = [k for k in dict.fromkeys(op.reads) if k is not None and last[k] == i and k not in kept]
+            if op.write is not None:
+                size = prod(plan.shape_of(op.write))
+                alias = next((k for k in dying if op.inplace and prod(plan.shape_of(k)) == size
+                              and plan.shape_of(k) == plan.shape_of(op.write)), None)
+                if alias is not None:
+                    slots.share(op.write, alias)
+                else:
+                    slots.take(op.write, size)
+            for k in dying:
+                slots.release(k)
+            if op.write is not None and last[op.write] == i and op.write not in kept:
+                slots.release(op.write)
+        return slots
+
+    def _arg(self, plan: Planner, vid: int, key):
+        """The array a step reads for value `vid` (a constant's data, or its buffer shaped as the value)."""
+        v = plan.values[vid]
+        if key is None:
+            return v.data
+        buf = self.buffers[key]
+        return buf if key[1] == NHWC else buf.reshape(v.shape)
+
+    def _bind(self, op: _Op, plan: Planner, scratch):
+        kind, st = op.kind, op.step
+        out = self.buffers.get(op.write) if op.write is not None else None
+        if kind in ("input", "outputs"):  # inputs are copied in by `run`, outputs copied out
+            return None
+        if kind == "to_nchw":
+            src = self.buffers[op.reads[0]]
+            return lambda: np.copyto(out, src.transpose(0, 3, 1, 2))
+        if kind == "to_nhwc":
+            src = self.buffers[op.reads[0]].reshape(plan.values[op.info].shape)
+            return lambda: np.copyto(out, src.transpose(0, 2, 3, 1))
+        args = [self._arg(plan, v, k) for v, k in zip(st.reads if kind != "binary" else (st.a, st.b), op.reads)]
+        ctx = self.ctx
+        if kind in ("stem", "depthwise", "winograd", "pointwise", "dense"):
+            build = {"stem": conv.stem, "depthwise": conv.depthwise, "winograd": winograd.winograd,
+                     "pointwise": conv.pointwise, "dense": conv.dense}[kind]
+            main = build(st, args[0], out, scratch, ctx)
+            tail = conv.epilogue(st, out, args[1] if len(args) > 1 else None, scratch)
+            return _chain(main, tail)
+        if kind == "maxpool":
+            return elementwise.maxpool(st, args[0], out, scratch)
+        if kind == "affine":
+            return elementwise.affine(st, args[0], out)
+        if kind == "unary":
+            return elementwise.unary(st, args[0], out, scratch)
+        if kind == "binary":
+            return elementwise.binary(st, args[0], args[1], out)
+        if kind == "resize":
+            return elementwise.resize(st, args[0], out, scratch)
+        if kind == "gap":
+            return elementwise.global_average(args[0], out)
+        if kind == "nhwc_copy":
+            src = args[0].reshape(out.shape)
+            return lambda: np.copyto(out, src)
+        if kind == "gemm":
+            return self._gemm(st, op, plan, args[0], out, scratch)
+        return self._reference(st, plan, args, out)
+
+    def _gemm(self, st: P.Gemm, op: _Op, plan: Planner, x: np.ndarray, out: np.ndarray, scratch):
+        w = st.weight
+        if op.info == "permuted":  # x is the NHWC buffer of a 4-D value the model flattened as NCHW
+            n, h, wd, c = x.shape
+            w = w.reshape(w.shape[0], c, h, wd).transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
+            x = x.reshape(n, -1)
+        wt = np.ascontiguousarray(w.T)
+        mult = conv.product(x, wt, out, self.ctx)
+        bias = None if st.bias is None else st.bias.astype(np.float32)
+        act = elementwise.inplace_activation(st.act, out, scratch, channels_last=True)
+
+        def run():
+            mult()
+            if bias is not None:
+                np.add(out, bias, out=out)
+            if act is not None:
+                act()
+
+        return run
+
+    def _reference(self, st: P.Step, plan: Planner, args, out: np.ndarray):
+        from . import run_step
+
+        shape = plan.values[st.out].shape
+        ctx = self.ctx
+
+        def run():
+            y = run_step(st, args, shape, ctx.threads)
+            np.copyto(out, np.asarray(y, dtype=np.float32).reshape(shape))
+
+        return run
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        before = blas.current_threads()
+        self.ctx.threads = blas.default_threads()
+        try:
+            for name, buf in self.inputs:
+                np.copyto(buf, inputs[name], casting="unsafe")
+            for fn in self.steps:
+                fn()
+        finally:
+            if before is not None:
+                blas.set_threads(before)
+        result = {}
+        for name, vid in self.outputs:
+            v = self.prog.values[vid]
+            result[name] = np.array(v.data if v.kind == "const" else self.buffers[(v.base, NCHW)].reshape(v.shape))
+        return result
+
+
+def _chain(first, then):
+    def run():
+        first()
+        then()
+
+    return run
+
+
+def fits(prog: P.Program, inputs: dict[str, np.ndarray]) -> bool:
+    """Whether `inputs` have exactly the shapes `prog` was compiled for (else the reference runs, as before)."""
+    for name, vid in prog.inputs:
+        a = inputs.get(name)
+        if a is None or np.shape(a) != prog.values[vid].shape:
+            return False
+    return True
+
+
+def run_fast(prog: P.Program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    exe = arena.borrow(prog, Executable)
+    try:
+        return exe.run(inputs)
+    finally:
+        arena.give_back(prog, exe)
