@@ -41,12 +41,8 @@ def _fast(build, st, x_nchw, residual=None):
     res = None if residual is None else np.ascontiguousarray(residual.transpose(0, 2, 3, 1))
     ctx = interpreter._Run()
     measure = arena.Scratch()
-    build(st, x, out, measure, ctx)
-    conv.epilogue(st, out, res, measure)
-    scratch = arena.Scratch(measure.sizes)
-    main, tail = build(st, x, out, scratch, ctx), conv.epilogue(st, out, res, scratch)
-    main()
-    tail()
+    conv.fused(st, build, x, out, res, measure, ctx)
+    conv.fused(st, build, x, out, res, arena.Scratch(measure.sizes), ctx)()
     return out.transpose(0, 3, 1, 2)
 
 

@@ -52,6 +52,10 @@ class SlotPlan:
         self.users[self.slot_of[key]] -= 1
 
 
+def _fill_of(role: str) -> float | None:
+    return float(role[5:]) if role.startswith("fill:") else None
+
+
 class Scratch:
     """Per-step working space by role. `measuring` hands out fresh arrays and records the largest request per role;
     afterwards each role is one buffer and requests are views of it."""
@@ -59,14 +63,25 @@ class Scratch:
     def __init__(self, sizes: dict[str, int] | None = None):
         self.measuring = sizes is None
         self.sizes: dict[str, int] = {} if sizes is None else dict(sizes)
-        self.buffers = {role: np.empty(n, np.float32) for role, n in self.sizes.items()} if sizes else {}
+        self.buffers = {}
+        for role, n in self.sizes.items():
+            fill = _fill_of(role)
+            self.buffers[role] = np.empty(n, np.float32) if fill is None else np.full(n, fill, np.float32)
 
     def get(self, role: str, shape) -> np.ndarray:
         n = int(np.prod(shape))
         if self.measuring:
             self.sizes[role] = max(self.sizes.get(role, 0), n)
-            return np.empty(shape, np.float32)
+            fill = _fill_of(role)
+            return np.empty(shape, np.float32) if fill is None else np.full(shape, fill, np.float32)
         return self.buffers[role][:n].reshape(shape)
+
+    def constant(self, value: float, shape) -> np.ndarray:
+        """A read-only array of `value` (numpy's maximum/minimum run their fast loops on two arrays, not on an
+        array and a scalar)."""
+        a = self.get(f"fill:{float(value)!r}", shape)
+        a.flags.writeable = False
+        return a
 
     @property
     def nbytes(self) -> int:

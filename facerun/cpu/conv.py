@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import blas
 from .. import program as P
-from .elementwise import inplace_activation
+from .elementwise import inplace_activation, per_channel, widen
 
 # Bytes of im2col columns per band, and of output rows per depthwise band: small enough to stay in cache.
 COLUMN_BAND_BYTES = 2 << 20
@@ -65,9 +65,13 @@ def padder(x: np.ndarray, pads, scratch, role: str = "pad", fill: float = 0.0, e
 
 
 def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch):
-    """out += bias; out += residual; out = act(out), all in place over channels-last `out`."""
-    bias = None if st.bias is None else st.bias.astype(np.float32).reshape(-1)
-    act = inplace_activation(st.act, out, scratch, channels_last=True)
+    """out += bias; out += residual; out = act(out), all in place over channels-last `out` (None: nothing to do)."""
+    out, reps = widen(out, out.shape[-1])
+    residual = None if residual is None else residual.reshape(out.shape)
+    bias = None if st.bias is None else per_channel(st.bias, reps)
+    act = inplace_activation(st.act, out, scratch, channels_last=True, reps=reps)
+    if bias is None and residual is None and act is None:
+        return None
 
     def run():
         if bias is not None:
@@ -80,9 +84,29 @@ def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch):
     return run
 
 
-def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
-    """out = a @ b with the thread count its size calls for (ctx.threads: this run's full count)."""
-    macs = a.shape[0] * a.shape[1] * b.shape[1]
+def fused(st: P.Conv, kernel, x, out, residual, scratch, ctx):
+    """The convolution `kernel` builds, its epilogue applied to each band of output right after the band is made
+    (while it is still in cache)."""
+    prologue, pieces = kernel(st, x, out, scratch, ctx)
+    steps = [(fn, epilogue(st, pick(out), None if residual is None else pick(residual), scratch))
+             for fn, pick in pieces]
+
+    def run():
+        if prologue is not None:
+            prologue()
+        for fn, tail in steps:
+            fn()
+            if tail is not None:
+                tail()
+
+    return run
+
+
+def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx, macs: int | None = None):
+    """out = a @ b with the thread count its size (or `macs`, the whole convolution's) calls for (ctx.threads: this
+    run's full count)."""
+    if macs is None:
+        macs = a.shape[0] * a.shape[1] * b.shape[1]
     small = macs < blas.SMALL_MACS
 
     def run():
@@ -92,6 +116,19 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
     return run
 
 
+def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, ctx):
+    """a @ wk in bands of rows of the (M, Cout) output, each with its selector of the NHWC output band."""
+    m, cout = out2.shape
+    rows = max(256, DEPTHWISE_BAND_BYTES // (cout * 4)) // 256 * 256  # whole pixel runs: see elementwise.widen
+    macs = m * a.shape[1] * cout
+    pieces = []
+    for m0 in range(0, m, rows):
+        m1 = min(m, m0 + rows)
+        pieces.append((product(a[m0:m1], wk, out2[m0:m1], ctx, macs),
+                       lambda arr, m0=m0, m1=m1: arr.reshape(-1, arr.shape[-1])[m0:m1]))
+    return pieces
+
+
 def pointwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """1x1 at stride s (no padding): strided inputs gathered first."""
     n, oh, ow, cout = out.shape
@@ -99,16 +136,10 @@ def pointwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     wk = np.ascontiguousarray(st.weight.reshape(cout, cin).T)
     sh, sw = st.stride
     if (sh, sw) == (1, 1):
-        return product(x.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
+        return None, _row_bands(x.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
     cols = scratch.get("cols", (n, oh, ow, cin))
     src = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
-    mult = product(cols.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
-
-    def run():
-        np.copyto(cols, src)
-        mult()
-
-    return run
+    return (lambda: np.copyto(cols, src)), _row_bands(cols.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
 
 
 def _windows(xp: np.ndarray, kernel, stride, dilation, out_hw) -> np.ndarray:
@@ -128,26 +159,23 @@ def dense(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     wk = np.ascontiguousarray(st.weight.transpose(2, 3, 1, 0).reshape(k, cout))
     xp, pad_in = padder(x, st.pads, scratch)
     win = _windows(xp, st.kernel, st.stride, st.dilation, (oh, ow))
-    steps = []
+    pieces = []
     for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, COLUMN_BAND_BYTES):
         cols = scratch.get("cols", (n1 - n0, r1 - r0, ow, kh, kw, cin))
         src = win[n0:n1, r0:r1]
-        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx)
-        steps.append((cols, src, mult))
+        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, n * oh * ow * k * cout)
 
-    def run():
-        if pad_in is not None:
-            pad_in()
-        for cols, src, mult in steps:
+        def band(cols=cols, src=src, mult=mult):
             np.copyto(cols, src)
             mult()
 
-    return run
+        pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1]))
+    return pad_in, pieces
 
 
 def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """A dense convolution reading NCHW x (the network's input, few channels): columns (C·kh·kw, N·OH·OW) gathered
-    one tap at a time, then one GEMM writing channels-last."""
+    one tap at a time, then GEMMs writing channels-last."""
     n, oh, ow, cout = out.shape
     cin = x.shape[1]
     kh, kw = st.kernel
@@ -159,16 +187,14 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     copies = [(cols[c, ky, kx], xp[:, c, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh,
                                   kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
               for c in range(cin) for ky in range(kh) for kx in range(kw)]
-    mult = product(cols.reshape(k, -1).T, wk, out.reshape(-1, cout), ctx)
 
-    def run():
+    def gather():
         if pad_in is not None:
             pad_in()
         for dst, src in copies:
             np.copyto(dst, src)
-        mult()
 
-    return run
+    return gather, _row_bands(cols.reshape(k, -1).T, wk, out.reshape(-1, cout), ctx)
 
 
 def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
@@ -183,7 +209,7 @@ def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     if merged:  # (W, C) of a row is one axis: the weights tiled along it
         w = np.ascontiguousarray(np.broadcast_to(w[:, :, None, :], (kh, kw, ow, c)).reshape(kh, kw, ow * c))
     rows = max(1, DEPTHWISE_BAND_BYTES // (ow * c * 4))
-    steps = []
+    pieces = []
     for i in range(n):
         for r0 in range(0, oh, rows):
             r = min(rows, oh - r0)
@@ -191,16 +217,11 @@ def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
             if merged:
                 view = as_strided(base, shape=(kh, kw, r, ow * c), strides=(dh * rs, dw * cs, sh * rs, 4),
                                   writeable=False)
-                steps.append(("ijrk,ijk->rk", view, out[i, r0 : r0 + r].reshape(r, ow * c)))
+                spec, dst = "ijrk,ijk->rk", out[i, r0 : r0 + r].reshape(r, ow * c)
             else:
                 view = as_strided(base, shape=(kh, kw, r, ow, c), strides=(dh * rs, dw * cs, sh * rs, sw * cs, 4),
                                   writeable=False)
-                steps.append(("ijrwc,ijc->rwc", view, out[i, r0 : r0 + r]))
-
-    def run():
-        if pad_in is not None:
-            pad_in()
-        for spec, view, dst in steps:
-            np.einsum(spec, view, w, out=dst)
-
-    return run
+                spec, dst = "ijrwc,ijc->rwc", out[i, r0 : r0 + r]
+            pieces.append((lambda spec=spec, view=view, dst=dst: np.einsum(spec, view, w, out=dst),
+                           lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r]))
+    return pad_in, pieces

@@ -29,14 +29,36 @@ def _slope_pick(x: np.ndarray, slope: np.ndarray, tmp: np.ndarray):
     return run
 
 
-def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channels_last: bool):
-    """A closure applying `act` to x in place (None for no activation); per-channel slopes on the last axis when
-    channels_last, else on axis 1."""
+def widen(x: np.ndarray, channels: int) -> tuple[np.ndarray, int]:
+    """Channels-last x seen as rows of `reps` pixels (a view, and reps): per-channel vectors tiled `reps` times then
+    broadcast over long rows, as numpy's inner loops want (16 channels a row would cost a loop call each)."""
+    pixels = x.size // channels
+    reps = np.gcd(pixels, max(1, 4096 // channels))
+    return x.reshape(pixels // reps, reps * channels), int(reps)
+
+
+def per_channel(v: np.ndarray, reps: int) -> np.ndarray:
+    v = v.astype(np.float32).reshape(-1)
+    return np.tile(v, reps) if v.size > 1 else v.reshape(())
+
+
+def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channels_last: bool, reps: int = 1):
+    """A closure applying `act` to x in place (None for no activation); per-channel slopes on the last axis (tiled
+    `reps` times: see `widen`) when channels_last, else on axis 1."""
     if act is None:
         return None
     k = act.kind
     if k == "relu":
-        return lambda: np.maximum(x, 0, out=x)
+        zero = scratch.constant(0.0, x.shape)
+        return lambda: np.maximum(x, zero, out=x)
+    if k == "clip" and np.float32(act.lo) <= np.float32(act.hi):
+        lo, hi = scratch.constant(np.float32(act.lo), x.shape), scratch.constant(np.float32(act.hi), x.shape)
+
+        def clip():
+            np.maximum(x, lo, out=x)
+            np.minimum(x, hi, out=x)
+
+        return clip
     if k == "clip":
         lo, hi = np.float32(act.lo), np.float32(act.hi)
         return lambda: np.clip(x, lo, hi, out=x)
@@ -56,7 +78,7 @@ def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channel
             return _slope_pick(x, np.asarray(slope), tmp)
         s = act.slope.astype(np.float32).reshape(-1)
         if s.size > 1:
-            s = s if channels_last else s.reshape((1, -1) + (1,) * (x.ndim - 2))
+            s = per_channel(s, reps) if channels_last else s.reshape((1, -1) + (1,) * (x.ndim - 2))
         else:
             s = s.reshape(())
         return _slope_pick(x, s, scratch.get("act", x.shape))
@@ -103,11 +125,14 @@ def copy_then(src: np.ndarray, out: np.ndarray, then):
 
 
 def unary(st: P.Unary, x: np.ndarray, out: np.ndarray, scratch):
-    return copy_then(x, out, inplace_activation(st.act, out, scratch, channels_last=True))
+    wide, reps = widen(out, out.shape[-1])
+    return copy_then(x, out, inplace_activation(st.act, wide, scratch, channels_last=True, reps=reps))
 
 
 def affine(st: P.Affine, x: np.ndarray, out: np.ndarray):
-    scale, shift = st.scale.astype(np.float32).reshape(-1), st.shift.astype(np.float32).reshape(-1)
+    out, reps = widen(out, out.shape[-1])
+    x = x.reshape(out.shape)
+    scale, shift = per_channel(st.scale, reps), per_channel(st.shift, reps)
 
     def run():
         np.multiply(x, scale, out=out)

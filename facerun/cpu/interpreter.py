@@ -241,9 +241,7 @@ class Executable:
         if kind in ("stem", "depthwise", "winograd", "pointwise", "dense"):
             build = {"stem": conv.stem, "depthwise": conv.depthwise, "winograd": winograd.winograd,
                      "pointwise": conv.pointwise, "dense": conv.dense}[kind]
-            main = build(st, args[0], out, scratch, ctx)
-            tail = conv.epilogue(st, out, args[1] if len(args) > 1 else None, scratch)
-            return _chain(main, tail)
+            return conv.fused(st, build, args[0], out, args[1] if len(args) > 1 else None, scratch, ctx)
         if kind == "maxpool":
             return elementwise.maxpool(st, args[0], out, scratch)
         if kind == "affine":
@@ -272,7 +270,7 @@ class Executable:
         wt = np.ascontiguousarray(w.T)
         mult = conv.product(x, wt, out, self.ctx)
         bias = None if st.bias is None else st.bias.astype(np.float32)
-        act = elementwise.inplace_activation(st.act, out, scratch, channels_last=True)
+        act = elementwise.inplace_activation(st.act, out, scratch, channels_last=True, reps=1)
 
         def run():
             mult()
@@ -311,14 +309,6 @@ class Executable:
             v = self.prog.values[vid]
             result[name] = np.array(v.data if v.kind == "const" else self.buffers[(v.base, NCHW)].reshape(v.shape))
         return result
-
-
-def _chain(first, then):
-    def run():
-        first()
-        then()
-
-    return run
 
 
 def fits(prog: P.Program, inputs: dict[str, np.ndarray]) -> bool:

@@ -51,7 +51,7 @@ def winograd(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     xp, pad_in = padder(x, st.pads, scratch, extra=(max(0, extra[0]), max(0, extra[1])))
     u = transformed_weights(st.weight)
     width = max(cin, cout)
-    blocks = []
+    pieces = []
     for n0, n1, t0, t1 in bands(n, th, tw * 16 * width * 4, TILE_BLOCK_BYTES):
         items, trows = n1 - n0, t1 - t0
         tiles = items * trows * tw
@@ -70,19 +70,20 @@ def winograd(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
                     scatters.append((out[n0:n1, 2 * t0 + p : 2 * (t0 + rows) + p - 1 : 2, q : 2 * cols + q - 1 : 2],
                                      y[p, q, :, :rows, :cols]))
         small = tiles * cin * cout * 16 < blas.SMALL_MACS
-        blocks.append((gathers, patches.reshape(16, -1), v, m, y.reshape(4, -1), scatters, small))
+        block = (gathers, patches.reshape(16, -1), v, m, y.reshape(4, -1), scatters, small)
+        last_row = min(oh, 2 * t1)
+        pieces.append((lambda block=block: _block(block, u, ctx),
+                       lambda arr, n0=n0, n1=n1, r0=2 * t0, r1=last_row: arr[n0:n1, r0:r1]))
+    return pad_in, pieces
 
-    def run():
-        if pad_in is not None:
-            pad_in()
-        for gathers, d, v, m, y, scatters, small in blocks:
-            for dst, src in gathers:
-                np.copyto(dst, src)
-            blas.set_threads(1 if small else ctx.threads)
-            np.matmul(INPUT_TRANSFORM, d, out=v.reshape(16, -1))
-            np.matmul(v, u, out=m)
-            np.matmul(OUTPUT_TRANSFORM, m.reshape(16, -1), out=y)
-            for dst, src in scatters:
-                np.copyto(dst, src)
 
-    return run
+def _block(block, u, ctx):
+    gathers, d, v, m, y, scatters, small = block
+    for dst, src in gathers:
+        np.copyto(dst, src)
+    blas.set_threads(1 if small else ctx.threads)
+    np.matmul(INPUT_TRANSFORM, d, out=v.reshape(16, -1))
+    np.matmul(v, u, out=m)
+    np.matmul(OUTPUT_TRANSFORM, m.reshape(16, -1), out=y)
+    for dst, src in scatters:
+        np.copyto(dst, src)
