@@ -2,7 +2,7 @@
 
 A program is a flat list of typed steps. Every value has a resolved shape; constants carry their data; reshape-like
 ops are *views* that share their base value's storage. Each step lists the storages it frees (no later step or output
-reads them), so a runner can hand their buffers to later values. Runners (the numpy interpreter in `cpu.py`, the WGSL
+reads them), so a runner can hand their buffers to later values. Runners (the numpy interpreter in `cpu/`, the WGSL
 runner in `gpu/`) only ever see this module's types, never ONNX.
 
 Layout is NCHW and float32 throughout. The batch is part of the input shape: a program compiled for [16,3,112,112]
