@@ -64,9 +64,18 @@ class FacerunGroup(click.Group):
     def invoke(self, ctx):
         from .commands.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_NO_GPU, fail
         from .errors import GpuError
+        from .zoo import replicas
 
+        notice = _ReplicaNotice()
+        replicas.on_use(notice)
         try:
-            return super().invoke(ctx)
+            try:
+                result = super().invoke(ctx)
+            except (click.exceptions.Exit, SystemExit):  # the command finished and said how (finish)
+                notice.tell()
+                raise
+            notice.tell()
+            return result
         except GpuError as e:
             fail(e, EXIT_NO_GPU)
         except FacerunError as e:
@@ -84,6 +93,27 @@ class FacerunGroup(click.Group):
             from .zoo import find
 
             find.use_models_dir(None)  # a run's --models does not outlive it (the API and tests call main again)
+            replicas.on_use(None)
+
+
+class _ReplicaNotice:
+    """One stderr line per replica a run used, once the command is done (an error stays the only line): its weights
+    are random, so only timings and parity mean anything."""
+
+    def __init__(self):
+        self.used: dict[str, str] = {}  # name -> kind, in the order first used
+
+    def __call__(self, replica) -> None:
+        self.used.setdefault(replica.name, replica.kind)
+
+    def tell(self) -> None:
+        from .commands.common import err
+
+        for name, kind in self.used.items():
+            what = {"detector": "its faces", "embedder": "its embeddings"}.get(kind, "its outputs")
+            err.print(f"note: {name} is a built-in replica with random weights: {what} mean nothing, its timings "
+                      "and parity do", markup=False, highlight=False)
+        self.used.clear()
 
 
 @click.group(cls=FacerunGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -37,7 +37,7 @@ def test_global_pace_options_set_the_gpu_pace():
 def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
     out = CliRunner().invoke(main, ["parity", "auraface-arch-small", "--json"])
     assert out.exit_code == 0, out.output
-    res = json.loads(out.output)
+    res = json.loads(out.stdout)
     assert res["ok"] and res["outputs"][0]["shape"] == [1, 512] and res["outputs"][0]["cosine"] > 0.99999
 
 
@@ -45,12 +45,12 @@ def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
 def test_parity_and_inspect_on_every_replica(name):
     out = CliRunner().invoke(main, ["inspect", name, "--json"])
     assert out.exit_code == 0, out.output
-    info = json.loads(out.output)
+    info = json.loads(out.stdout)
     assert info["totals"]["steps"] > 0 and info["totals"]["macs"] > 0
     size = ["--size", "160x96"] if name == "yunet-arch" else []
     out = CliRunner().invoke(main, ["parity", name, "--json", *size])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["ok"]
+    assert json.loads(out.stdout)["ok"]
 
 
 def test_parity_counts_the_same_nan_on_both_sides_as_agreeing(tmp_path):
@@ -115,3 +115,28 @@ def test_detect_finds_its_model_in_models_dir(tmp_path):
                                     "--json", "--device", "cpu"])
     assert out.exit_code == 0, out.output
     assert len(json.loads(out.stdout)[0]["faces"]) == 1
+
+
+def test_a_replica_run_says_its_weights_are_random_on_stderr_only():
+    out = CliRunner().invoke(main, ["inspect", "sface-arch-small", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["totals"]["steps"] > 0  # not in the data
+    assert out.stderr.splitlines() == ["note: sface-arch-small is a built-in replica with random weights: its "
+                                       "embeddings mean nothing, its timings and parity do"]
+    real = CliRunner().invoke(main, ["inspect", "yunet-2023mar", "--json"])  # the shipped model: nothing to say
+    assert real.exit_code == 0 and real.stderr == ""
+    failed = CliRunner().invoke(main, ["tune", "every-op", "--shape", "1,x,3"])  # an error stays the only line
+    assert failed.exit_code == 1 and len(failed.stderr.splitlines()) == 1
+
+
+def test_models_cache_gives_the_replica_cache_size_and_clears_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("FACERUN_CACHE", str(tmp_path))
+    built = replicas.replica_path("every-op")
+    assert built.parent == tmp_path / "replicas"
+    usage = json.loads(CliRunner().invoke(main, ["models", "cache", "--json"]).stdout)
+    assert usage == {"path": str(tmp_path / "replicas"), "files": 1, "bytes": built.stat().st_size}
+    listed = json.loads(CliRunner().invoke(main, ["models", "list", "--json"]).stdout)
+    assert listed["replica_cache"] == usage
+    assert "replica cache: " in CliRunner().invoke(main, ["models", "list"]).stdout
+    cleared = CliRunner().invoke(main, ["models", "cache", "--clear"])
+    assert cleared.exit_code == 0 and "removed 1 replica file" in cleared.stdout and not built.exists()

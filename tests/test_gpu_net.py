@@ -87,7 +87,7 @@ def test_an_injected_device_failure_falls_back_to_the_cpu_with_the_reason(gpu, c
 def test_parity_cli_on_the_gpu(gpu):
     out = CliRunner().invoke(main, ["parity", "every-op", "--device", "gpu", "--allow-software", "--steps", "--json"])
     assert out.exit_code == 0, out.output
-    res = json.loads(out.output)
+    res = json.loads(out.stdout)
     assert res["ok"] and res["against"] == "cpu" and res["first_departing_step"] is None
     assert res["steps_compared"] > 20
     # the parity input is 0..255 pixels: outputs reach ~200, so judge relative to their magnitude
@@ -114,5 +114,5 @@ def test_parity_steps_on_the_gpu_names_the_step_that_departs(gpu, monkeypatch):
 
     monkeypatch.setattr(G.GpuModel, "step_outputs", spoiled)
     out = CliRunner().invoke(main, ["parity", "every-op", "--device", "gpu", "--steps", "--json"])
-    res = json.loads(out.output)
+    res = json.loads(out.stdout)
     assert out.exit_code == 1 and res["first_departing_step"]["index"] == 5

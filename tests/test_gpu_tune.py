@@ -42,7 +42,7 @@ def test_tune_times_every_distinct_convolution_and_the_program(gpu):
     convs = [st for st in prog.steps if isinstance(st, P.Conv)]
     out = CliRunner().invoke(main, ["tune", "every-op", "--repeat", "1", "--tiles", "32x64", "--json"])
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert report["model"] == "every-op" and report["shape"] == list(prog.input_shape)
     assert sum(row["count"] for row in report["convs"]) == len(convs)
     for row in report["convs"]:

@@ -8,7 +8,7 @@ from rich.table import Table
 from ..errors import ModelError
 from ..zoo import find
 from ..zoo.known import KNOWN, by_name
-from .common import err, error_line, json_dumps, models_dir_option, out, progress_bar
+from .common import err, error_line, fmt_bytes, json_dumps, models_dir_option, out, progress_bar
 from .types import FiniteRange
 
 
@@ -59,7 +59,14 @@ def _inventory(models_dir) -> dict:
         for f in found
         if f.known is None and by_name(f.path.name) is None
     ]
-    return {"search_dirs": dirs, "models": models, "other_files": others}
+    from ..zoo import replicas
+
+    return {"search_dirs": dirs, "models": models, "other_files": others, "replica_cache": replicas.cache_usage()}
+
+
+def _replica_cache_line(usage: dict) -> str:
+    return (f"replica cache: {usage['path']} ({usage['files']} file{'' if usage['files'] == 1 else 's'}, "
+            f"{fmt_bytes(usage['bytes'])}; `facerun models cache --clear` empties it)")
 
 
 def _print_inventory(report: dict) -> None:
@@ -96,6 +103,7 @@ def _print_inventory(report: dict) -> None:
         for f in report["other_files"]:
             other.add_row(f["path"], f"{f['size']:,}", _short(f["sha256"]))
         out.print(other)
+    out.print(_replica_cache_line(report["replica_cache"]), markup=False)
 
 
 @click.command(name="list")
@@ -209,6 +217,25 @@ def path_command():
     click.echo(str(find.models_cache_dir()))
 
 
+@click.command(name="cache")
+@click.option("--clear", is_flag=True, help="Remove the replica files (they are built again when next used).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def cache_command(clear, as_json):
+    """Where the built-in replicas are cached and how much room they take (auraface-arch alone is 260 MB)."""
+    from ..zoo import replicas
+
+    usage = replicas.cache_usage()
+    if clear:
+        usage["removed"] = replicas.clear_cache()
+    if as_json:
+        click.echo(json_dumps(usage, indent=2))
+    elif clear:
+        click.echo(f"removed {usage['removed']} replica file{'' if usage['removed'] == 1 else 's'} "
+                   f"({fmt_bytes(usage['bytes'])}) from {usage['path']}")
+    else:
+        click.echo(_replica_cache_line(usage))
+
+
 # ------------------------------------------------------------------------------------------------------ group
 
 
@@ -225,6 +252,7 @@ def command(ctx, models_dir, as_json):
     facerun models verify        hash every .onnx file found; exit 1 on a file not matching its name
     facerun models fetch NAME    download a known model into the cache folder, checked by sha256
     facerun models path          print the cache folder
+    facerun models cache         the replica cache: folder and size (--clear empties it)
 
     Search order: a path given on the command line, --models DIR, $FACERUN_MODELS (several folders joined with
     the path separator), then the cache folder ($FACERUN_CACHE/models when set).
@@ -237,6 +265,7 @@ command.add_command(list_command)
 command.add_command(verify_command)
 command.add_command(fetch_command)
 command.add_command(path_command)
+command.add_command(cache_command)
 
 
 def _family_title(family: str | None) -> str:

@@ -218,12 +218,15 @@ def _known_card(known: KnownModel, path: Path, label: str, sha: str) -> ModelCar
 
 
 def _replica_card(replica, path: Path, label: str, sha: str | None = None) -> ModelCard:
+    from . import replicas
+
     pre = None
     if replica.preprocess is not None:
         p = replica.preprocess
         size = (replica.input_shape[3], replica.input_shape[2]) if replica.kind == "embedder" else None
         pre = Preprocess(size, (float(p.mean),) * 3, (float(p.std),) * 3, bgr=p.color.upper() == "BGR")
     kind = replica.kind if replica.kind in KINDS else "other"
+    replicas.announce(replica)
     # random weights: no match threshold means anything
     return ModelCard(path, label, kind, "replica", sha or sha256_of(path), family=replica.family, preprocess=pre,
                      name=replica.name, replica=replica)

@@ -503,6 +503,39 @@ def replica_path(name: str) -> Path:
     return path
 
 
+def cache_usage() -> dict:
+    """The replica cache: its folder, the replica files in it and their total size (auraface-arch alone is 260 MB)."""
+    folder = cache_dir()
+    files = sorted(p for p in folder.glob("*.onnx") if _ANY_BUILD.fullmatch(p.name)) if folder.is_dir() else []
+    return {"path": str(folder), "files": len(files), "bytes": sum(p.stat().st_size for p in files)}
+
+
+def clear_cache() -> int:
+    """Remove every replica build from the cache (each is rebuilt on its next use); returns how many were removed."""
+    folder = cache_dir()
+    removed = 0
+    for path in folder.glob("*.onnx") if folder.is_dir() else []:
+        if _ANY_BUILD.fullmatch(path.name):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+# who is told that a replica, random weights and all, is being used (the command line says so on stderr)
+_listener: Callable[[Replica], None] | None = None
+
+
+def on_use(listener: Callable[[Replica], None] | None) -> None:
+    """Call `listener(replica)` whenever a replica's card is made (None: stop)."""
+    global _listener
+    _listener = listener
+
+
+def announce(replica: Replica) -> None:
+    if _listener is not None:
+        _listener(replica)
+
+
 def replica_of_file(path) -> Replica | None:
     """The replica a file is the current build of (by its name, which carries the build's digest), or None."""
     found = _ANY_BUILD.fullmatch(Path(path).name)
