@@ -94,6 +94,10 @@ class FacerunGroup(click.Group):
 
             find.use_models_dir(None)  # a run's --models does not outlive it (the API and tests call main again)
             replicas.on_use(None)
+            from . import limits
+
+            limits.set_limit("FACERUN_MAX_TENSOR_MB", None)
+            limits.set_limit("FACERUN_MAX_PIXELS", None)
 
 
 class _ReplicaNotice:
@@ -122,14 +126,24 @@ class _ReplicaNotice:
               help="At most this many GPU runs at once (default: no limit).")
 @click.option("--gpu-share", type=FiniteRange(0.05, 1.0), default=None,
               help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F (default 1).")
+@click.option("--max-tensor-mb", type=FiniteRange(min=0, min_open=True), default=None, metavar="MB",
+              help="Refuse a model asking for a tensor larger than this, before allocating it (default 4096; "
+                   "FACERUN_MAX_TENSOR_MB too).")
+@click.option("--max-pixels", type=FiniteRange(min=0, min_open=True), default=None, metavar="N",
+              help="Refuse an image of more pixels than this, from its header, before decoding it (default "
+                   "100000000; FACERUN_MAX_PIXELS too).")
 @allow_software_option()
-def main(gpu_concurrency, gpu_share, allow_software):
+def main(gpu_concurrency, gpu_share, max_tensor_mb, max_pixels, allow_software):
     """facerun: run and benchmark face networks (YuNet, SFace, AuraFace) on the CPU and on any GPU.
 
     MODEL arguments take a path to an .onnx file, a known model's name (yunet-2023mar, sface-2021dec, ...) or a
     built-in replica name (every-op, yunet-arch, sface-arch, auraface-arch, and their -small variants), so nothing
     needs downloading.
     """
+    from . import limits
+
+    limits.set_limit("FACERUN_MAX_TENSOR_MB", max_tensor_mb)  # None: the variable's, or the default
+    limits.set_limit("FACERUN_MAX_PIXELS", max_pixels)
     if gpu_concurrency is not None or gpu_share is not None:
         from .gpu import set_pace
 

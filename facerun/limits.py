@@ -1,7 +1,8 @@
 """Size limits checked before anything is allocated, so a small file cannot ask for gigabytes.
 
 FACERUN_MAX_TENSOR_MB bounds one tensor a model compiles to (an activation, a folded constant: 4096 MiB by default);
-FACERUN_MAX_PIXELS bounds a decoded image (100 megapixels by default). Both are read when checked.
+FACERUN_MAX_PIXELS bounds a decoded image (100 megapixels by default). Both are read when checked; `set_limit` (the
+command line's --max-tensor-mb and --max-pixels) overrides them.
 """
 
 from __future__ import annotations
@@ -35,9 +36,31 @@ def positive_number(text: str, what: str) -> float:
     return value
 
 
+# the command line's flags for this run, by the variable they stand for
+_FLAGS = {"FACERUN_MAX_TENSOR_MB": "--max-tensor-mb", "FACERUN_MAX_PIXELS": "--max-pixels"}
+_overrides: dict[str, float] = {}
+
+
+def set_limit(name: str, value: float | None) -> None:
+    """Use `value` for the limit `name` (FACERUN_MAX_TENSOR_MB or FACERUN_MAX_PIXELS) instead of the environment's;
+    None goes back to the environment."""
+    if name not in _FLAGS:
+        raise ValueError(f"no limit named {name}")
+    if value is None:
+        _overrides.pop(name, None)
+    else:
+        _overrides[name] = positive_number(str(value), _FLAGS[name])
+
+
 def _env_limit(name: str, default: float) -> float:
+    if name in _overrides:
+        return _overrides[name]
     text = os.environ.get(name, "").strip()
     return positive_number(text, name) if text else default
+
+
+def _names(name: str) -> str:
+    return f"{_FLAGS[name]} or {name}"
 
 
 def max_tensor_bytes() -> int:
@@ -51,7 +74,7 @@ def check_tensor(shape, what: str, itemsize: int = 4) -> None:
     if size > limit:
         dims = "x".join(str(int(d)) for d in shape)
         raise InputError(f"{what}: a {dims} tensor takes {human_bytes(size)}, past the limit of "
-                         f"{human_bytes(limit)} for one tensor (FACERUN_MAX_TENSOR_MB)")
+                         f"{human_bytes(limit)} for one tensor ({_names('FACERUN_MAX_TENSOR_MB')})")
 
 
 def max_pixels() -> int:
@@ -62,4 +85,5 @@ def check_pixels(width: int, height: int, what: str) -> None:
     limit = max_pixels()
     if width * height > limit:
         raise InputError(f"{what}: {width}x{height} is {width * height / 1e6:.0f} megapixels, past the limit of "
-                         f"{limit / 1e6:g} (FACERUN_MAX_PIXELS; about {human_bytes(width * height * 3 * 4)} to hold)")
+                         f"{limit / 1e6:g} ({_names('FACERUN_MAX_PIXELS')}; about "
+                         f"{human_bytes(width * height * 3 * 4)} to hold)")

@@ -168,3 +168,26 @@ def test_out_npy_does_not_overwrite_an_unnamed_jsonl(tmp_path, models_dir):
     result = CliRunner().invoke(main, ["embed", a, "--out", str(tmp_path / "x.npy")])
     assert result.exit_code == 1 and "x.jsonl" in result.stderr, result.output
     assert (tmp_path / "x.jsonl").read_text() == "someone's notes\n" and not (tmp_path / "x.npy").exists()
+
+
+def test_the_size_limits_have_flags_beside_their_variables(tmp_path, monkeypatch):
+    from facerun import limits
+
+    photo = tmp_path / "small.png"
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(photo)
+    refused = CliRunner().invoke(main, ["--max-pixels", "1000", "detect", str(photo), "--device", "cpu"])
+    assert refused.exit_code == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "40x30" in refused.stderr and "--max-pixels or FACERUN_MAX_PIXELS" in refused.stderr
+    # the flag wins over the variable, for its run only
+    monkeypatch.setenv("FACERUN_MAX_PIXELS", "1000")
+    ok = CliRunner().invoke(main, ["--max-pixels", "2000", "detect", str(photo), "--device", "cpu", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert limits.max_pixels() == 1000
+    monkeypatch.delenv("FACERUN_MAX_PIXELS")
+    assert limits.max_pixels() == limits.DEFAULT_MAX_PIXELS
+    tensor = CliRunner().invoke(main, ["--max-tensor-mb", "0.001", "inspect", "every-op"])
+    assert tensor.exit_code == 1 and "past the limit of 1.0 KiB" in tensor.stderr
+    assert limits.max_tensor_bytes() == limits.DEFAULT_MAX_TENSOR_MB << 20
+    for bad in ("nan", "0", "-5", "inf"):
+        usage = CliRunner().invoke(main, ["--max-tensor-mb", bad, "inspect", "every-op"])
+        assert usage.exit_code == 2 and usage.stderr.startswith("error: "), bad
