@@ -99,3 +99,17 @@ def test_adapter_command_json_parses():
     text = subprocess.run([sys.executable, "-m", "facerun.cli", "adapter"], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, FACERUN_GPU="off"))
     assert text.returncode == 3 and "switched off by FACERUN_GPU=off" in text.stdout
+
+
+def test_adapter_by_number():
+    rows = adapters_or_skip()
+    first = run_python(PROBE, FACERUN_GPU_ADAPTER="#0", FACERUN_ALLOW_SOFTWARE="1")
+    assert first.stdout.splitlines()[0] == "True", first.stdout + first.stderr
+    numbered = [r for r in rows if not D.is_software({"device": r["name"], "adapter_type": r["type"]})] or rows
+    assert numbered[0]["name"] in first.stdout.splitlines()[1]
+    # a number past the adapters there are: no GPU, and the reason says how many there are
+    past = run_python(PROBE, FACERUN_GPU_ADAPTER=f"#{len(numbered)}", FACERUN_ALLOW_SOFTWARE="1")
+    assert past.stdout.splitlines()[0] == "False" and f"only {len(numbered)} adapter" in past.stdout
+    bad = run_python(PROBE, FACERUN_GPU_ADAPTER="#x", FACERUN_ALLOW_SOFTWARE="1")
+    assert bad.stdout.splitlines()[0] == "False" and "adapter number" in bad.stdout
+    assert D.adapter_index("#3") == 3 and D.adapter_index("H200") is None

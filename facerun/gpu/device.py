@@ -4,6 +4,9 @@ Switches (read when the device is first needed):
   FACERUN_GPU=off                  no GPU at all
   FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off   which backend to enumerate (default: the platform's primary one)
   FACERUN_GPU_ADAPTER=<substring>  pick the adapter whose name contains it
+  FACERUN_GPU_ADAPTER=#N           pick the N-th hardware adapter (from 0, software adapters not counted, or only
+                                   those when there is no other), in the backend's order: what a Ray actor given
+                                   GPU N sets, since Vulkan ignores CUDA_VISIBLE_DEVICES
   FACERUN_ALLOW_SOFTWARE=1         accept software adapters (llvmpipe/lavapipe, WARP, SwiftShader); the CPU path is
                                    faster than those, so they are skipped by default (`allow_software(True)` = the
                                    CLI's --allow-software)
@@ -253,10 +256,29 @@ def limits_problem(limits: dict) -> str | None:
     return "limits too small: " + ", ".join(short) if short else None
 
 
+def adapter_index(wanted: str) -> int | None:
+    """N of FACERUN_GPU_ADAPTER=#N, None for a name; GpuError for a '#' without a number."""
+    if not wanted.startswith("#"):
+        return None
+    try:
+        index = int(wanted[1:])
+    except ValueError:
+        index = -1
+    if index < 0:
+        raise GpuError(f"FACERUN_GPU_ADAPTER={wanted}: after '#' comes an adapter number (0, 1, ...)")
+    return index
+
+
+def _numbered(infos: list[dict]) -> list[int]:
+    """Which adapters `#N` counts, in order: the hardware ones, or the software ones on a machine with no other."""
+    hardware = [i for i, info in enumerate(infos) if not is_software(info)]
+    return hardware or list(range(len(infos)))
+
+
 def skip_reason(info: dict, limits: dict, allow_soft: bool, wanted: str) -> str | None:
-    """Why facerun would not use an adapter (None: usable)."""
+    """Why facerun would not use an adapter (None: usable). A `#N` in `wanted` is applied by `_survey`."""
     name = _adapter_name(info)
-    if wanted and wanted.lower() not in name.lower():
+    if wanted and not wanted.startswith("#") and wanted.lower() not in name.lower():
         return f"FACERUN_GPU_ADAPTER={wanted} does not match"
     if is_software(info) and not allow_soft:
         return "software adapter: the CPU path is faster (use --allow-software or FACERUN_ALLOW_SOFTWARE=1)"
@@ -273,10 +295,16 @@ def _survey(allow_soft: bool | None = None) -> tuple[list[dict], list]:
     adapters = _enumerate(backends)
     allow = software_allowed() if allow_soft is None else allow_soft
     wanted = os.environ.get("FACERUN_GPU_ADAPTER", "").strip()
+    index = adapter_index(wanted)
+    numbered = _numbered([dict(a.info) for a in adapters])
     rows = []
-    for a in adapters:
+    for position, a in enumerate(adapters):
         info, limits = dict(a.info), dict(a.limits)
         why = off or skip_reason(info, limits, allow, wanted)
+        if why is None and index is not None and (index >= len(numbered) or numbered[index] != position):
+            why = (f"FACERUN_GPU_ADAPTER={wanted} picks another adapter" if index < len(numbered) else
+                   f"FACERUN_GPU_ADAPTER={wanted}: only {len(numbered)} adapter{'s' * (len(numbered) != 1)} "
+                   "to number")
         rows.append(
             {
                 "name": _adapter_name(info),
