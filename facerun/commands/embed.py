@@ -13,6 +13,7 @@ from rich.text import Text
 from ..errors import FacerunError, InputError
 from ..io import check_output_file, jsonl_writer, npy_writer, write_together
 from .common import err, error_line, finish, json_dumps, models_dir_option, out, progress_bar
+from .engine import embed_on_ray, engine_options, ray_settings
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -70,19 +71,32 @@ def make_detector(detector_model, device):
 @click.option("--out", "out_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Write the vectors: x.npy (N x dim float32, plus the index x.jsonl beside it: image, box, score, "
                    "model, row) or x.jsonl (one face per line, the embedding included).")
-@click.option("--json", "as_json", is_flag=True, help="Print the faces and their embeddings as one JSON array.")
-def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, out_path, as_json):
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the faces and their embeddings as one JSON array (with --engine ray: the run's summary).")
+@engine_options
+def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, out_path, as_json,
+            engine, ray_address, workers, gpus_per_worker):
     """Embed the faces in IMAGE files or folders (folders are searched recursively for images).
 
     Each image's largest face (or, with --all-faces, every face) is found by the detector, aligned to the ArcFace
     112x112 five-point template and embedded; vectors are L2-normalised, so a dot product is the cosine
     similarity. An image with no face is reported and skipped; an unreadable file is reported, the rest go on and
     the exit status is 1. Output files are written whole or not at all.
+
+    With --engine ray the photos run on a Ray cluster (or a local Ray instance) and --out names a Parquet folder
+    (x.parquet): one row per face, plus one per photo without a face or unreadable (the `error` column).
     """
     from ..face.embed import FaceEmbedding, Timing
     from ..face.images import iter_images
     from ..face.library import LibraryStats, iter_photo_faces
 
+    models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
+              "std": std, "bgr": bgr}
+    settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=all_faces,
+                            models=models)
+    if settings is not None:
+        embed_on_ray(images, settings, out_path, as_json)
+        return
     outputs = _plan_outputs(out_path) if out_path is not None else None
     paths = iter_images(images)
     if not paths:
@@ -149,7 +163,7 @@ def _plan_outputs(out_path: Path) -> list[Path]:
     suffix = out_path.suffix.lower()
     if suffix not in OUT_KINDS:
         raise InputError(f"--out {out_path}: use a .npy file (vectors, plus a .jsonl index beside it) or a .jsonl "
-                         "file")
+                         "file (a .parquet folder with --engine ray)")
     check_output_file(out_path, "--out")
     if suffix == ".npy":
         index = out_path.with_suffix(".jsonl")

@@ -9,6 +9,7 @@ import click
 
 from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
+from .engine import engine_options, ray_settings
 from .types import FiniteRange
 
 
@@ -35,9 +36,10 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
 @click.option("--keep-missing", is_flag=True, help="Keep photos that are gone from disk (default: drop them).")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"added","changed","unchanged","removed","failed","faces","seconds","photos_per_s",'
-                   '"db","model","photos_total","faces_total"}.')
+                   '"db","model","photos_total","faces_total"} (with --engine ray also "engine","devices").')
+@engine_options
 def command(photos, db_path, model, device, detector_model, input_size, mean, std, bgr, batch, commit_every, wait,
-            keep_missing, as_json):
+            keep_missing, as_json, engine, ray_address, workers, gpus_per_worker):
     """Index every face of the PHOTOS (files, or folders searched recursively) into the database --db.
 
     A re-run skips unchanged photos (same size and modification time, or same sha256 when those differ),
@@ -46,13 +48,29 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     fully indexed or not at all; run it again to finish. One embedder per database: the first run's --model
     (default: the first of sface-2021dec, auraface-v1, mobilefacenet found) is used by later runs and a different
     one is refused. Unreadable files are reported, the rest go on, and the exit status is 1.
+
+    With --engine ray the photos are detected and embedded on a Ray cluster (or a local Ray instance) and their rows
+    merge into the database here, as a plain run's would.
     """
     from ..people.index import FaceIndex
 
+    settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=True, models={})
     with FaceIndex(db_path) as index:
-        embedder = embedder_for(index.stored_model(), model, device, input_size, mean, std, bgr)
+        # with Ray the models here only name and check what the actors load: they stay on the CPU
+        here = device if settings is None else "cpu"
+        embedder = embedder_for(index.stored_model(), model, here, input_size, mean, std, bgr)
         index.check_embedder(embedder)  # before the detector loads: a wrong model fails at once
-        detector = make_detector(detector_model, device)
+        detector = make_detector(detector_model, here)
+        photo_faces, devices = None, set()
+        if settings is not None:
+            from ..face.ray_engine import iter_photo_faces_ray
+
+            settings.models = {"model": model if model is not None else index.stored_model(),
+                               "detector": detector_model, "device": device, "input_size": input_size,
+                               "mean": mean, "std": std, "bgr": bgr, "sha256": getattr(embedder.net, "sha256", None)}
+
+            def photo_faces(paths, detector, embedder, **_):
+                return iter_photo_faces_ray(paths, settings, devices)
         bar = progress_bar() if err.is_terminal else None
         task = None
 
@@ -68,20 +86,21 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         with bar if bar is not None else contextlib.nullcontext():
             report = index.update(photos, embedder=embedder, detector=detector, batch=batch,
                                   commit_every=commit_every, wait=wait, prune=not keep_missing,
-                                  progress=on_photo, on_plan=on_plan)
+                                  progress=on_photo, on_plan=on_plan, photo_faces=photo_faces)
         totals = index.counts()
     for _, error in report.failed:
         error_line(error)
     if as_json:
+        extra = {"engine": "ray", "devices": sorted(devices)} if settings is not None else {}
         click.echo(json_dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
-                               "photos_total": totals["photos"], "faces_total": totals["faces"]}, indent=2))
+                               "photos_total": totals["photos"], "faces_total": totals["faces"], **extra}, indent=2))
     else:
         speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
         click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
                    f"{report.removed} removed, {len(report.failed)} unreadable; {report.faces} faces written in "
                    f"{report.seconds:.1f} s{speed}")
         photos = f"{totals['photos']} photo{'' if totals['photos'] == 1 else 's'}"
-        click.echo(f"{db_path}: {photos}, {totals['faces']} faces ({embedder.name}, "
-                   f"{embedder.dim}-d, {embedder.device})")
+        on = embedder.device if settings is None else "Ray actors on " + "; ".join(sorted(devices) or ["-"])
+        click.echo(f"{db_path}: {photos}, {totals['faces']} faces ({embedder.name}, {embedder.dim}-d, {on})")
     if report.failed:
         finish(False)

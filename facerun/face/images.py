@@ -26,25 +26,31 @@ def load_image(path: str | Path) -> np.ndarray:
         raise ImageError(f"{path}: is a directory, not an image")
     if not path.is_file():  # reading a FIFO would wait for a writer forever, a device may never end
         raise ImageError(f"{path}: not a regular file (a FIFO, a device or a socket), not an image")
+    return decode_image(path, path)
+
+
+def decode_image(source, label) -> np.ndarray:
+    """`load_image` of a path or an open binary file (bytes read from object storage: `io.BytesIO(data)`);
+    `label` names it in the messages."""
     try:
         with warnings.catch_warnings():
             # a decompression-bomb *warning* is noise here; the hard limit still raises below
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
-                _check_size(path, image)  # from the header, before the pixels are decoded
+            with Image.open(source) as image:
+                _check_size(label, image)  # from the header, before the pixels are decoded
                 image.load()  # decode now, so a truncated file fails here and not later
                 image = ImageOps.exif_transpose(image)
                 return _to_rgb8(image)
     except UnidentifiedImageError:
-        raise ImageError(f"{path}: not an image (or not a format Pillow reads)") from None
+        raise ImageError(f"{label}: not an image (or not a format Pillow reads)") from None
     except Image.DecompressionBombError as e:
-        raise ImageError(f"{path}: image too large ({e})") from None
+        raise ImageError(f"{label}: image too large ({e})") from None
     except (OSError, SyntaxError, ValueError) as e:
         # truncated data, broken headers, unreadable files (permissions) ...
-        raise ImageError(f"{path}: cannot read image ({_one_line(e)})") from None
+        raise ImageError(f"{label}: cannot read image ({_one_line(e)})") from None
 
 
-def _check_size(path: Path, image: Image.Image) -> None:
+def _check_size(path, image: Image.Image) -> None:
     from .. import limits
     from ..errors import InputError
 

@@ -100,13 +100,18 @@ def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
     except (ImageError, InputError) as e:
         photo.result.error = str(e)
         return photo
+    _prepare(photo, rgb, detector)
+    stats.add("decode", time.perf_counter() - start)
+    return photo
+
+
+def _prepare(photo: _Photo, rgb: np.ndarray, detector) -> None:
+    """The decoded photo's size, and the detector's input laid out (CPU work, no model)."""
     photo.result.height, photo.result.width = int(rgb.shape[0]), int(rgb.shape[1])
     photo.rgb = rgb
     if hasattr(detector, "prepare"):
         photo.prepared = detector.prepare(rgb)
         photo.result.input_size = tuple(int(d) for d in photo.prepared.blob.shape[2:4])
-    stats.add("decode", time.perf_counter() - start)
-    return photo
 
 
 def _detect(photo: _Photo, detector, stats: LibraryStats) -> None:
@@ -244,6 +249,31 @@ def _serial(paths, detector, embedder, batch, all_faces, workers, keep_images, s
     yield from batcher.finish()
 
 
+def iter_decoded_faces(decoded: Iterable[tuple], detector, embedder=None, batch: int = 16, all_faces: bool = True,
+                       stats: LibraryStats | None = None) -> Iterator[PhotoFaces]:
+    """The stages after decoding, one photo after another, for photos decoded elsewhere (a Ray task): `decoded`
+    gives (path, rgb, error) with rgb an HxWx3 uint8 array, or None and error the one-line reason. Yields what
+    `iter_photo_faces` gives for the same photos (same faces, same batches of `batch` faces across photos)."""
+    if batch < 1:
+        raise InputError(f"batch must be 1 or more, not {batch}")
+    stats = stats if stats is not None else LibraryStats()
+    batcher = _Batcher(embedder, batch, stats)
+    for path, rgb, error in decoded:
+        photo = _Photo(PhotoFaces(path=Path(path), error=error))
+        if error is None:
+            start = time.perf_counter()
+            _prepare(photo, rgb, detector)
+            stats.add("decode", time.perf_counter() - start)
+            _detect(photo, detector, stats)
+            _post(photo, detector, embedder, all_faces, False, stats)
+        for result in batcher.add(photo):
+            stats.photo_out(result)
+            yield result
+    for result in batcher.finish():
+        stats.photo_out(result)
+        yield result
+
+
 def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images, stats) -> Iterator[PhotoFaces]:
     batcher = _Batcher(embedder, batch, stats)
     source = iter(paths)
@@ -286,4 +316,4 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
         poster.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["LibraryStats", "PhotoFaces", "iter_photo_faces", "iter_photo_faces_serial"]
+__all__ = ["LibraryStats", "PhotoFaces", "iter_decoded_faces", "iter_photo_faces", "iter_photo_faces_serial"]

@@ -188,13 +188,16 @@ class FaceIndex:
     def update(self, sources: Iterable, embedder, detector, batch: int = 16, all_faces: bool = True,
                commit_every: int = COMMIT_EVERY, wait: float = 0.0, prune: bool = True,
                progress: Callable[[str, int], None] | None = None,
-               on_plan: Callable[[int, int], None] | None = None) -> UpdateReport:
+               on_plan: Callable[[int, int], None] | None = None,
+               photo_faces: Callable | None = None) -> UpdateReport:
         """Bring the index up to date with the photos in `sources` (files, folders searched recursively).
 
         Unchanged photos (same size and mtime, or same sha256 when those differ) are skipped, changed ones
         re-indexed, and photos under a given folder that are gone from disk dropped (prune=False keeps them).
         Holds the writer lock for the whole run (waits `wait` seconds for another writer, then refuses).
-        on_plan(to_index, skipped) is called once the plan is made; progress(path, faces) once per photo indexed."""
+        on_plan(to_index, skipped) is called once the plan is made; progress(path, faces) once per photo indexed.
+        photo_faces: the run that turns the photos to index into `PhotoFaces` (default `iter_photo_faces`; the Ray
+        engine's gives them in any order), called as photo_faces(paths, detector, embedder, batch=, all_faces=)."""
         from ..face.images import iter_images
         from ..face.library import iter_photo_faces
 
@@ -219,7 +222,8 @@ class FaceIndex:
                 self._claim_model(embedder, detector)
                 self.conn.execute("COMMIT")
             pending = []
-            for result in iter_photo_faces(todo, detector, embedder, batch=batch, all_faces=all_faces):
+            run = photo_faces or iter_photo_faces
+            for result in run(todo, detector, embedder, batch=batch, all_faces=all_faces) if todo else ():
                 pending.append(result)
                 if progress is not None:
                     progress(str(result.path), len(result.faces))

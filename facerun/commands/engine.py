@@ -1,0 +1,138 @@
+"""`--engine ray` for `embed` and `index`: the options, and `embed`'s run into a Parquet folder. Ray itself is imported
+only when the engine is asked for (facerun.face.ray_engine)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from ..errors import FacerunError, InputError
+from .common import err, error_line, finish, json_dumps, out, progress_bar
+from .types import FiniteRange
+
+ENGINES = ("local", "ray")
+
+
+def engine_options(function):
+    """--engine and the Ray options, shared by `embed` and `index`."""
+    options = [
+        click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+                     help="local: this process (decoding on threads); ray: a Ray cluster (Ray Data: decoding on CPU "
+                          "tasks, an actor per worker holding the models). Needs pip install 'facerun[ray]'."),
+        click.option("--ray-address", default=None, metavar="ADDR",
+                     help="The Ray cluster to join (e.g. 10.0.0.1:6379 or ray://host:10001; `auto` finds a local "
+                          "`ray start`). Default: start a local Ray instance on this machine's cores."),
+        click.option("--workers", type=click.IntRange(min=1), default=None,
+                     help="Ray actors holding a detector and an embedder. Default: one per GPU share "
+                          "(cluster GPUs / --gpus-per-worker), else 1."),
+        click.option("--gpus-per-worker", type=FiniteRange(min=0), default=0.0, show_default=True,
+                     help="GPUs Ray gives each actor (0.5: two actors share one); each actor then uses the wgpu "
+                          "adapter of its GPU, falling back to the CPU with the reason when it cannot."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def ray_settings(engine, ray_address, workers, gpus_per_worker, *, batch, all_faces, models):
+    """The RaySettings of the options, or None for the local engine (which refuses the Ray-only options)."""
+    if engine != "ray":
+        given = [name for name, value in (("--ray-address", ray_address), ("--workers", workers),
+                                           ("--gpus-per-worker", gpus_per_worker or None)) if value is not None]
+        if given:
+            raise InputError(f"{given[0]} applies to --engine ray")
+        return None
+    from ..face.ray_engine import RaySettings, require_ray
+
+    require_ray()
+    return RaySettings(address=ray_address, workers=workers, gpus_per_worker=float(gpus_per_worker), batch=batch,
+                       all_faces=all_faces, models=models)
+
+
+class RayTally:
+    """What the rows of a Ray run say: photos, faces, photos without a face, unreadable ones, models, devices."""
+
+    def __init__(self):
+        self.photos = self.faces = self.faceless = 0
+        self.failed: list[tuple[str, str]] = []
+        self.models: set[str] = set()
+        self.devices: set[str] = set()
+
+    def add(self, table) -> int:
+        """Count a table's rows; returns the photos it finished."""
+        done = 0
+        for row in table.select(["image", "faces", "face", "model", "error", "device"]).to_pylist():
+            self.models.add(row["model"])
+            self.devices.add(row["device"])
+            if row["face"] is not None:
+                self.faces += 1
+                done += row["face"] == 0
+                continue
+            done += 1
+            if row["error"] is not None:
+                self.failed.append((row["image"], row["error"]))
+            else:
+                self.faceless += 1
+        self.photos += done
+        return done
+
+
+def embed_on_ray(images, settings, out_path: Path | None, as_json: bool) -> None:
+    """`facerun embed --engine ray`: the faces into the Parquet folder --out, a summary on stdout."""
+    from ..face.face_rows import ParquetFolder, check_parquet_out
+    from ..face.ray_engine import run_tables
+
+    if out_path is None:
+        raise InputError("--engine ray writes its rows to a Parquet folder: give --out x.parquet")
+    check_parquet_out(out_path)
+    tally, folder = RayTally(), None
+    start = time.perf_counter()
+    bar = progress_bar()
+    task = None
+
+    def on_total(total):
+        nonlocal task
+        task = bar.add_task("embedding", total=total)
+
+    def summary() -> dict:
+        seconds = time.perf_counter() - start
+        return {"engine": "ray", "photos": tally.photos, "faces": tally.faces, "without_face": tally.faceless,
+                "failed": [{"image": image, "error": error} for image, error in tally.failed],
+                "seconds": round(seconds, 3), "photos_per_s": round(tally.photos / seconds, 3) if seconds else None,
+                "model": ", ".join(sorted(tally.models)), "devices": sorted(tally.devices)}
+
+    try:
+        with bar:
+            for table in run_tables(images, settings, on_total=on_total):
+                if folder is None:
+                    folder = ParquetFolder(out_path)
+                folder.write(table)
+                done = tally.add(table)
+                if task is not None:
+                    bar.advance(task, done)
+    except (FacerunError, KeyboardInterrupt) as e:
+        if folder is None:
+            raise
+        where = folder.abandon(str(e) or type(e).__name__, summary())
+        if isinstance(e, KeyboardInterrupt):
+            error_line(f"interrupted; the rows so far are in {where}, marked incomplete")
+            raise
+        raise FacerunError(f"{e}; the rows so far are in {where}, marked incomplete") from None
+    result = summary()
+    written = folder.finish(result)
+    for image, error in tally.failed:
+        error_line(f"{error}" if error.startswith(image) else f"{image}: {error}")
+    if as_json:
+        click.echo(json_dumps({**result, "out": str(written), "complete": True}, indent=2))
+    else:
+        speed = f", {result['photos_per_s']:.2f} photos/s" if result["photos_per_s"] else ""
+        out.print(f"{tally.photos} photos ({tally.faceless} without a face, {len(tally.failed)} unreadable), "
+                  f"{tally.faces} faces in {result['seconds']:.1f} s{speed}; "
+                  f"model {result['model']}", markup=False)
+        for device in result["devices"]:
+            err.print(f"actors on: {device}", markup=False)
+        out.print(f"wrote {written}", markup=False)
+    if tally.failed:
+        finish(False)
