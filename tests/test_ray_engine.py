@@ -151,6 +151,21 @@ def test_an_incomplete_folder_is_marked_and_a_complete_one_replaces_the_last(tmp
         check_parquet_out(tmp_path / "mine.parquet")
 
 
+def test_decoded_batches_without_errors_are_photos():
+    from facerun.face.ray_engine import decoded_photos
+
+    pixels = np.arange(2 * 3 * 3, dtype=np.uint8)
+    # a batch whose photos all decoded may carry its error column as floats (NaN): those are not errors
+    for errors in (np.array([np.nan, np.nan]), np.array(["", ""], object), np.array([None, None], object)):
+        batch = {"image": np.array(["a.jpg", "b.jpg"], object), "pixels": np.array([pixels.tobytes()] * 2, object),
+                 "height": np.array([2, 2]), "width": np.array([3, 3]), "error": errors}
+        photos = list(decoded_photos(batch))
+        assert [(p[0], p[2]) for p in photos] == [("a.jpg", None), ("b.jpg", None)]
+        assert photos[0][1].shape == (2, 3, 3) and photos[0][1].tobytes() == pixels.tobytes()
+    batch["error"] = np.array(["", "b.jpg: not an image"], object)
+    assert [p[2] for p in decoded_photos(batch)] == [None, "b.jpg: not an image"]
+
+
 def test_actors_number_their_gpu_and_keep_a_given_adapter():
     from facerun.face.ray_engine import adapter_for_gpus
 

@@ -106,10 +106,23 @@ def _plan_workers(ray, settings: RaySettings) -> int:
 
 
 def _decoded_row(image: str, rgb: np.ndarray | None, error: str | None) -> dict:
+    # "" for no error, never None: a block whose photos all decoded would get a null column, which numpy batches
+    # turn into NaN
     if rgb is None:
-        return {"image": image, "pixels": b"", "height": 0, "width": 0, "error": error}
+        return {"image": image, "pixels": b"", "height": 0, "width": 0, "error": error or "unreadable"}
     return {"image": image, "pixels": rgb.tobytes(), "height": int(rgb.shape[0]), "width": int(rgb.shape[1]),
-            "error": None}
+            "error": ""}
+
+
+def decoded_photos(batch: dict) -> Iterator[tuple]:
+    """A numpy batch of decoded rows as (image, rgb, error) for `iter_decoded_faces`: an error is a non-empty
+    string, whatever type an all-empty column took on the way."""
+    for image, pixels, height, width, error in zip(batch["image"], batch["pixels"], batch["height"],
+                                                   batch["width"], batch["error"]):
+        if isinstance(error, str) and error:
+            yield str(image), None, error
+        else:
+            yield str(image), np.frombuffer(pixels, np.uint8).reshape(int(height), int(width), 3), None
 
 
 def decode_path(row: dict) -> dict:
@@ -215,17 +228,9 @@ class FaceActor:
         from .face_rows import photo_rows, rows_table
         from .library import iter_decoded_faces
 
-        def decoded():
-            for image, pixels, height, width, error in zip(batch["image"], batch["pixels"], batch["height"],
-                                                           batch["width"], batch["error"]):
-                if error:
-                    yield image, None, str(error)
-                else:
-                    rgb = np.frombuffer(pixels, np.uint8).reshape(int(height), int(width), 3)
-                    yield image, rgb, None
-
         rows = []
-        for photo in iter_decoded_faces(decoded(), self.detector, self.embedder, self.batch, self.all_faces):
+        photos = decoded_photos(batch)
+        for photo in iter_decoded_faces(photos, self.detector, self.embedder, self.batch, self.all_faces):
             rows.extend(photo_rows(photo, str(photo.path), self.embedder.name, self.device))
         return rows_table(rows)
 
