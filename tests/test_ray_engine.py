@@ -34,7 +34,7 @@ def ray_instance():
     need_real_data()
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     yield ray
     if started:
         ray.shutdown()
@@ -92,6 +92,21 @@ def test_ray_embeddings_equal_the_single_process_run(tmp_path, photos):
     marker = json.loads((ray_out / "_facerun.json").read_text())
     assert marker["complete"] and marker["rows"] == len(rows)
     assert not ray_out.with_name(ray_out.name + ".incomplete").exists()
+
+    # the same folder as a URI: read by Ray's reader as bytes, decoded from memory, the same rows
+    uri_out = tmp_path / "uri.parquet"
+    by_uri = run("embed", folder.as_uri(), *MODELS, "--all-faces", "--engine", "ray", "--out", uri_out)
+    assert by_uri.exit_code == 1 and "broken.jpg" in by_uri.output
+
+    def keyed(table):
+        return {(r["image"], r["face"]): r for r in table}
+
+    again, first = keyed(read_parquet(uri_out)), keyed(rows)
+    assert set(again) == set(first)
+    for key, row in again.items():
+        assert row["error"] == first[key]["error"] and row["box"] == first[key]["box"]
+        if row["embedding"] is not None:
+            assert np.allclose(row["embedding"], first[key]["embedding"], atol=1e-6)
 
 
 def test_index_on_ray_merges_like_a_plain_index_run(tmp_path, photos):

@@ -63,7 +63,7 @@ def make_detector(detector_model, device):
 
 
 @click.command("embed")
-@click.argument("images", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("images", nargs=-1, required=True, type=click.Path())  # str: a URI keeps its "//"
 @embedder_options
 @click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True,
               help="Faces per network call (on the GPU: one submission per batch).")

@@ -64,7 +64,8 @@ def start(settings: RaySettings):
         if settings.address:
             ray.init(address=settings.address, **options)
         else:
-            ray.init(num_cpus=settings.num_cpus or os.cpu_count() or 1, **options)
+            # "local": a new instance of our own, even when a `ray start` runs here (that one is --ray-address auto)
+            ray.init(address="local", num_cpus=settings.num_cpus or os.cpu_count() or 1, **options)
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = settings.address or "a local instance"
         raise FacerunError(f"cannot start Ray on {where}: {_first_line(e)}") from None
