@@ -45,8 +45,12 @@ def ray_settings(engine, ray_address, workers, gpus_per_worker, *, batch, all_fa
             raise InputError(f"{given[0]} applies to --engine ray")
         return None
     from ..face.ray_engine import RaySettings, require_ray
+    from ..zoo import find
 
     require_ray()
+    # --models DIR is this process's setting: the actors search it too (a path every node has, on a cluster)
+    given = [str(folder) for folder, source in find.search_dirs_with_sources() if source == "--models"]
+    models = {**models, "models_dir": given[0] if given else None}
     return RaySettings(address=ray_address, workers=workers, gpus_per_worker=float(gpus_per_worker), batch=batch,
                        all_faces=all_faces, models=models)
 

@@ -65,7 +65,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         if settings is not None:
             from ..face.ray_engine import iter_photo_faces_ray
 
-            settings.models = {"model": model if model is not None else index.stored_model(),
+            settings.models = {**settings.models, "model": model if model is not None else index.stored_model(),
                                "detector": detector_model, "device": device, "input_size": input_size,
                                "mean": mean, "std": std, "bgr": bgr, "sha256": getattr(embedder.net, "sha256", None)}
 

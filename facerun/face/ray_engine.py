@@ -199,7 +199,9 @@ class FaceActor:
         import ray
 
         from ..commands.embed import make_detector, make_embedder
+        from ..zoo import find
 
+        find.use_models_dir(models.get("models_dir"))
         adapter, note = adapter_for_gpus(list(ray.get_gpu_ids()))
         if adapter is not None:
             os.environ["FACERUN_GPU_ADAPTER"] = adapter  # before the first GPU use: the device is made lazily
