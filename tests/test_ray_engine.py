@@ -199,3 +199,14 @@ def test_without_ray_one_line_names_the_extra(monkeypatch, tmp_path):
     assert "Traceback" not in result.output
     wrong = run("embed", tmp_path, "--ray-address", "auto")
     assert wrong.exit_code == 1 and "--ray-address applies to --engine ray" in wrong.output
+
+
+def test_the_runs_size_limit_reaches_the_decoding_tasks(tmp_path, photos):
+    folder, _ = photos
+    out = tmp_path / "limited.parquet"
+    result = run("--max-pixels", "1000", "embed", folder, *MODELS, "--engine", "ray", "--out", out, "--json")
+    assert result.exit_code == 1
+    rows = read_parquet(out)
+    assert len(rows) == len(PHOTOS) + 1 and all(r["error"] for r in rows)
+    # the header says the size: the cut photo is refused for its size too, before its pixels are read
+    assert sum("past the limit" in r["error"] and "--max-pixels" in r["error"] for r in rows) == len(PHOTOS) + 1

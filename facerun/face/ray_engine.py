@@ -47,6 +47,7 @@ class RaySettings:
     batch: int = 16
     all_faces: bool = True
     models: dict = field(default_factory=dict)  # model, detector, device, input_size, mean, std, bgr, sha256
+    limits: dict = field(default_factory=dict)  # the run's size limits, for every worker (see `run_limits`)
     num_cpus: int | None = None  # of a local instance; None: all cores
 
 
@@ -106,6 +107,20 @@ def _plan_workers(ray, settings: RaySettings) -> int:
 # ------------------------------------------------------------------------------------------------ decoding
 
 
+def run_limits() -> dict:
+    """This process's size limits (--max-pixels, --max-tensor-mb or the variables), to apply in every worker."""
+    from .. import limits
+
+    return {"FACERUN_MAX_PIXELS": limits.max_pixels(), "FACERUN_MAX_TENSOR_MB": limits.max_tensor_bytes() / (1 << 20)}
+
+
+def _apply_limits(values: dict) -> None:
+    from .. import limits
+
+    for name, value in values.items():
+        limits.set_limit(name, value)
+
+
 def _decoded_row(image: str, rgb: np.ndarray | None, error: str | None) -> dict:
     # "" for no error, never None: a block whose photos all decoded would get a null column, which numpy batches
     # turn into NaN
@@ -126,20 +141,22 @@ def decoded_photos(batch: dict) -> Iterator[tuple]:
             yield str(image), np.frombuffer(pixels, np.uint8).reshape(int(height), int(width), 3), None
 
 
-def decode_path(row: dict) -> dict:
+def decode_path(row: dict, limits: dict) -> dict:
     """A CPU task: one local photo decoded exactly as the single-process run decodes it, or its error."""
     from .images import load_image
 
+    _apply_limits(limits)
     try:
         return _decoded_row(row["image"], load_image(row["image"]), None)
     except (ImageError, InputError) as e:
         return _decoded_row(row["image"], None, str(e))
 
 
-def decode_bytes(row: dict) -> dict:
+def decode_bytes(row: dict, limits: dict) -> dict:
     """A CPU task: one photo read from object storage (read_binary_files' bytes and path)."""
     from .images import decode_image
 
+    _apply_limits(limits)
     image = row["path"]
     try:
         return _decoded_row(image, decode_image(io.BytesIO(row["bytes"]), image), None)
@@ -151,7 +168,7 @@ def is_uri(source) -> bool:
     return "://" in str(source)
 
 
-def dataset(sources: Iterable, ray) -> tuple[object, int | None]:
+def dataset(sources: Iterable, ray, limits: dict) -> tuple[object, int | None]:
     """The decoded photos as a Ray Dataset, and their count when known (local files are listed here; URIs are
     listed by Ray's readers). Local paths keep `facerun embed`'s rules: folders searched recursively."""
     from .images import IMAGE_EXTENSIONS, iter_images
@@ -163,11 +180,12 @@ def dataset(sources: Iterable, ray) -> tuple[object, int | None]:
     if local:
         items = [{"image": path} for path in local]
         blocks = max(1, min(len(items), len(items) // 4 or 1, 1000))  # small blocks: decoding streams into actors
-        parts.append(ray.data.from_items(items, override_num_blocks=blocks).map(decode_path, num_cpus=DECODE_CPUS))
+        parts.append(ray.data.from_items(items, override_num_blocks=blocks).map(decode_path, num_cpus=DECODE_CPUS,
+                                                                                 fn_kwargs={"limits": limits}))
     if uris:
         extensions = sorted(e.lstrip(".") for e in IMAGE_EXTENSIONS)
         read = ray.data.read_binary_files(uris, include_paths=True, file_extensions=extensions)
-        parts.append(read.map(decode_bytes, num_cpus=DECODE_CPUS))
+        parts.append(read.map(decode_bytes, num_cpus=DECODE_CPUS, fn_kwargs={"limits": limits}))
         count = None
     if not parts:
         raise InputError(f"no images found in {', '.join(str(s) for s in sources)}")
@@ -195,13 +213,14 @@ def adapter_for_gpus(gpu_ids: list, environ=os.environ) -> tuple[str | None, str
 class FaceActor:
     """One Ray actor: a detector and an embedder loaded once, photos in, face rows out."""
 
-    def __init__(self, models: dict, batch: int, all_faces: bool):
+    def __init__(self, models: dict, batch: int, all_faces: bool, limits: dict):
         import ray
 
         from ..commands.embed import make_detector, make_embedder
         from ..zoo import find
 
         find.use_models_dir(models.get("models_dir"))
+        _apply_limits(limits)
         adapter, note = adapter_for_gpus(list(ray.get_gpu_ids()))
         if adapter is not None:
             os.environ["FACERUN_GPU_ADAPTER"] = adapter  # before the first GPU use: the device is made lazily
@@ -238,13 +257,13 @@ class FaceActor:
         return rows_table(rows)
 
 
-def _bound_actor(models: dict, batch: int, all_faces: bool) -> type:
+def _bound_actor(models: dict, batch: int, all_faces: bool, limits: dict) -> type:
     """FaceActor with its arguments in the class: Ray ships the class with the task, so a restarted actor does not
     depend on constructor arguments kept in the object store."""
 
     class BoundFaceActor(FaceActor):
         def __init__(self):
-            super().__init__(models, batch, all_faces)
+            super().__init__(models, batch, all_faces, limits)
 
     return BoundFaceActor
 
@@ -261,11 +280,12 @@ def run_tables(sources: Iterable, settings: RaySettings, on_total: Callable[[int
     try:
         _quiet_data()
         workers = _plan_workers(ray, settings)
-        data, total = dataset(sources, ray)
+        limits = settings.limits or run_limits()
+        data, total = dataset(sources, ray, limits)
         if on_total is not None:
             on_total(total)
         faces = data.map_batches(
-            _bound_actor(settings.models, settings.batch, settings.all_faces), batch_size=PHOTOS_PER_CALL,
+            _bound_actor(settings.models, settings.batch, settings.all_faces, limits), batch_size=PHOTOS_PER_CALL,
             batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1,
             num_gpus=settings.gpus_per_worker if settings.gpus_per_worker > 0 else None)
         try:
