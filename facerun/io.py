@@ -4,7 +4,9 @@ Every file facerun writes (embeddings, their index, drawings, benchmark results,
 `write_together`: each target is written to a hidden temporary file beside it, flushed to disk, then renamed into
 place, so a reader sees the old file or the whole new one, and a failure (a full disk, an interrupt) leaves no
 temporary file and no half-written target behind. Several targets written together are renamed only once all of
-them are written.
+them are written. A process killed outright (kill -9, a power cut) cannot clean up: its temporary file carries its
+pid (`.<name>.<pid>.<random>.part`), and the next write of the same target removes it once that process is gone or
+the file is a day old.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import io
 import json
 import math
 import os
+import re
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -37,7 +42,8 @@ def write_together(targets: list[tuple[Path, Writer]], error: type[FacerunError]
     try:
         for path, write in targets:
             path = Path(path)
-            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=_folder(path))
+            remove_stale_temporaries(path)
+            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".part", dir=_folder(path))
             temps.append((temp, path))
             with os.fdopen(fd, "wb") as handle:
                 write(handle)
@@ -68,6 +74,59 @@ def write_bytes(path, data: bytes, error: type[FacerunError] = FacerunError) -> 
 
 def write_text(path, text: str, error: type[FacerunError] = FacerunError) -> Path:
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")), error)
+
+
+STALE_AFTER = 24 * 3600.0  # seconds: a partial file this old is left over, whoever made it
+_TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.part")
+
+
+def is_stale(path, pid: int | None = None) -> bool:
+    """Whether a partial file facerun left is stale: this user's plain file, a day old or made by process `pid`
+    (not this one) that is gone. Anything else (another user's file, a link, a folder) is never stale."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        return False
+    if time.time() - st.st_mtime > STALE_AFTER:
+        return True
+    return pid is not None and pid != os.getpid() and not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill would end the process there; only the age rule applies
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but another user's
+        return True
+    return True
+
+
+def remove_stale_temporaries(path, every_target: bool = False) -> int:
+    """Remove the temporary files that writes of `path` (with `every_target`: of any file in its folder) left when
+    their process was killed; returns how many were removed."""
+    path = Path(path)
+    folder = path if every_target else _folder(path)
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        found = _TEMPORARY.fullmatch(entry.name)
+        if found is None or not (every_target or found["target"] == path.name):
+            continue
+        if is_stale(entry.path, int(found["pid"])):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass  # gone already, or not ours to remove after all
+    return removed
 
 
 def finite_json(obj):
@@ -145,6 +204,7 @@ def check_output_file(path, option: str, error: type[FacerunError] = InputError)
         raise error(f"{option} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise error(f"{option} {path}: folder {folder} is not writable")
+    _try_writing_in(folder, f"{option} {path}", error)
     return path
 
 
@@ -162,7 +222,19 @@ def check_output_folder(path, option: str, create: bool = True, error: type[Face
             raise error(f"{option} {path}: cannot create folder ({e.strerror or e})") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise error(f"{option} {path}: folder is not writable")
+    _try_writing_in(path, f"{option} {path}", error)
     return path
+
+
+def _try_writing_in(folder: Path, what: str, error: type[FacerunError]) -> None:
+    """Create and remove a file in `folder`: permission bits do not tell everything (root on a read-only mount,
+    /proc, a full quota), and a failure found after the work would lose its results."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".facerun-probe.{os.getpid()}.", suffix=".part", dir=folder)
+    except OSError as e:
+        raise error(f"{what}: cannot create a file in {folder} ({e.strerror or e})") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------- hashing
@@ -208,6 +280,8 @@ __all__ = [
     "check_output_file",
     "check_output_folder",
     "forget_sha256",
+    "is_stale",
+    "remove_stale_temporaries",
     "json_writer",
     "jsonl_writer",
     "npy_writer",

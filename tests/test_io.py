@@ -101,6 +101,30 @@ def test_an_unwritable_folder_is_refused_before_any_work(tmp_path):
         locked.chmod(0o700)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no file can be created")
+def test_a_folder_the_permission_bits_call_writable_is_still_tried(tmp_path):
+    # as root every folder looks writable; /proc still refuses a new file, so the check must try one
+    with pytest.raises(InputError, match=r"--out /proc/x.npy: cannot create a file in /proc"):
+        io.check_output_file("/proc/x.npy", "--out")
+    with pytest.raises(InputError, match="cannot create a file in /proc"):
+        io.check_output_folder("/proc", "--draw")
+    io.check_output_file(tmp_path / "x.npy", "--out")
+    assert _names(tmp_path) == []  # the probe leaves nothing
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_outputs_into_an_unwritable_place_fail_before_the_work(tmp_path):
+    from click.testing import CliRunner
+
+    from facerun.cli import main
+
+    for args in (["embed", "nothing.jpg", "--out", "/proc/x.npy"], ["bench", "every-op", "--save", "/proc/b.json"],
+                 ["index", "nothing.jpg", "--db", "/proc/faces.db"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and "cannot create a file in /proc" in result.stderr, (args, result.output)
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_output_folder_checks(tmp_path):
     nested = tmp_path / "a" / "b"
     assert io.check_output_folder(nested, "--draw") == nested and nested.is_dir()
@@ -121,3 +145,34 @@ def test_sha256_is_remembered_until_the_file_changes(tmp_path):
     path.write_bytes(b"b" * 100)
     io.forget_sha256(path)  # rewritten within one mtime tick: told explicitly
     assert io.sha256_of(path) == hashlib.sha256(b"b" * 100).hexdigest()
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_write_removes_the_temporaries_a_killed_write_of_it_left(tmp_path):
+    import time
+
+    old = time.time() - 2 * io.STALE_AFTER
+    dead = tmp_path / f".x.npy.{_dead_pid()}.abc_12.part"  # its process is gone
+    aged = tmp_path / f".x.npy.{os.getppid()}.def34.part"  # a live process's, but two days old
+    aged.write_bytes(b"half")
+    os.utime(aged, (old, old))
+    live = tmp_path / f".x.npy.{os.getppid()}.ghi56.part"  # a live process's and fresh: it may be writing
+    other = tmp_path / f".y.npy.{_dead_pid()}.jkl78.part"  # another target's: not this write's business
+    alike = tmp_path / ".x.npy.part"  # not facerun's temporary name
+    for p in (dead, live, other, alike):
+        p.write_bytes(b"half")
+    io.write_npy(tmp_path / "x.npy", np.zeros(3, np.float32))
+    assert _names(tmp_path) == sorted([live.name, other.name, alike.name, "x.npy"])
+    assert io.remove_stale_temporaries(tmp_path, every_target=True) == 1 and not other.exists()
+    # temporaries carry the writer's pid, so the next run can tell them from a live write
+    seen = []
+    io.atomic_write(tmp_path / "z.bin", lambda f: seen.extend(p.name for p in tmp_path.glob(".z.bin.*.part")))
+    assert len(seen) == 1 and seen[0].startswith(f".z.bin.{os.getpid()}.")

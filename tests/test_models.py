@@ -478,3 +478,31 @@ def test_shipped_models_are_found_with_no_folder_and_checked_by_sha256(tmp_path,
     monkeypatch.setattr(find, "SHIPPED_DIR", damaged)
     with pytest.raises(ModelError, match="shipped with facerun"):
         find.resolve("yunet-2023mar")
+
+
+def test_fetch_removes_partials_older_than_a_day_and_temporaries_of_dead_runs(tmp_path, server, yunet_bytes):
+    import subprocess
+    import sys
+    import time
+
+    from facerun import io
+
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    old = time.time() - 2 * io.STALE_AFTER
+    own = dest / ".face_detection_yunet_2023mar.onnx.part"  # two days old: restarted, not resumed
+    own.write_bytes(b"\0" * 5000)
+    os.utime(own, (old, old))
+    stale = dest / ".face_recognition_sface_2021dec.onnx.part"  # another model's, two days old
+    stale.write_bytes(b"x")
+    os.utime(stale, (old, old))
+    fresh = dest / ".MobileFaceNet.onnx.part"  # another model's, fresh: a later fetch resumes it
+    fresh.write_bytes(b"x")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    orphan = dest / f".notes.json.{child.pid}.a1b2c3.part"  # an atomic write killed midway
+    orphan.write_bytes(b"{")
+    path = find.fetch("yunet-2023mar", dest, url=server.url("good"))
+    assert path.read_bytes() == yunet_bytes
+    assert server.log[-1] == ("/good", None, 200)  # started over: the old partial was not spliced on
+    assert sorted(p.name for p in dest.iterdir()) == [fresh.name, path.name]

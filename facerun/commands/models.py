@@ -191,7 +191,8 @@ def verify_command(ctx, models_dir, as_json):
 def fetch_command(name, url, dest, timeout, deadline):
     """Download the known model NAME (see `facerun models list`), check its size and sha256, and save it.
 
-    An interrupted download resumes where it stopped the next time; a file with the wrong sha256 is never kept.
+    An interrupted download resumes where it stopped the next time (within a day: older partial downloads in the
+    folder, and the temporary files of killed runs, are removed first); a file with the wrong sha256 is never kept.
     """
     model = by_name(name)
     if model is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FacerunError, InputError, ModelError
+from ..io import check_output_file
 from .lock import WriterLock
 
 SCHEMA_VERSION = 1
@@ -107,6 +108,8 @@ class FaceIndex:
             raise InputError(f"{self.path}: is a folder, not a face database")
         if not self.path.parent.is_dir():
             raise InputError(f"{self.path}: folder {self.path.parent} does not exist")
+        if create and not self.path.exists():  # sqlite would only say "unable to open database file"
+            check_output_file(self.path, "face database")
         try:
             # isolation_level=None: transactions are begun and ended here, explicitly
             self.conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)

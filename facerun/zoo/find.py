@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ModelError
-from ..io import check_output_folder, sha256_of
+from ..io import check_output_folder, is_stale, remove_stale_temporaries, sha256_of
 from .known import KNOWN, KnownModel, by_name, by_sha256
 
 # models inside the package (license-clean defaults: YuNet 2023mar, MobileFaceNet), searched last; see data/README.md
@@ -252,6 +252,8 @@ def fetch(
     one link (anything else at that name is removed, never written through); a new one is created exclusively. A
     server sending more than the model's known size is cut off. A lock on the folder makes a second fetch into it
     wait for the first (then find its file) rather than write the same partial at once.
+
+    Under the lock, the folder is cleaned of what interrupted runs left there (`remove_stale_partials`).
     """
     model = by_name(name)
     if model is None:
@@ -271,7 +273,22 @@ def fetch(
     with _Lock(dest, ends, model.name):
         if final.is_file() and sha256_of(final) == model.sha256:
             return final  # another fetch finished it while this one waited
+        remove_stale_partials(dest)
         return _fetch_locked(model, source, final, part, progress, timeout, retries, backoff, ends, deadline)
+
+
+def remove_stale_partials(folder: Path) -> int:
+    """Remove the leftovers of interrupted runs from a download folder, returning how many: the partial downloads
+    of known models (`.<file>.part`) more than a day old (a younger one is resumed; an older one may no longer match
+    the server's file), and the temporary files of atomic writes whose process is gone. Only this user's plain
+    files with facerun's names are touched. Called with the folder's lock held, so no fetch is writing them."""
+    removed = 0
+    for known in KNOWN:
+        part = Path(folder) / f".{known.filename}.part"
+        if is_stale(part):
+            part.unlink(missing_ok=True)
+            removed += 1
+    return removed + remove_stale_temporaries(folder, every_target=True)
 
 
 def _fetch_locked(model, source, final, part, progress, timeout, retries, backoff, ends, deadline) -> Path:
@@ -471,4 +488,5 @@ __all__ = [
     "scan",
     "default_detector",
     "fetch",
+    "remove_stale_partials",
 ]
