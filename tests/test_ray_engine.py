@@ -210,3 +210,17 @@ def test_the_runs_size_limit_reaches_the_decoding_tasks(tmp_path, photos):
     assert len(rows) == len(PHOTOS) + 1 and all(r["error"] for r in rows)
     # the header says the size: the cut photo is refused for its size too, before its pixels are read
     assert sum("past the limit" in r["error"] and "--max-pixels" in r["error"] for r in rows) == len(PHOTOS) + 1
+
+
+def test_an_actor_that_dies_is_restarted_and_its_photos_run_again(tmp_path, photos):
+    from facerun.face.face_rows import PhotoCollector
+    from facerun.face.ray_engine import RaySettings, run_tables
+
+    folder, broken = photos
+    marker = tmp_path / "died"
+    models = {"model": str(MOBILEFACENET), "detector": str(YUNET), "device": "cpu", "die_once": str(marker)}
+    collector = PhotoCollector()
+    results = [photo for table in run_tables([folder], RaySettings(models=models)) for photo in collector.add(table)]
+    assert marker.exists()  # an actor did die
+    assert sorted(p.path.name for p in results) == sorted([broken.name, *(name.split("/")[1] for name in PHOTOS)])
+    assert sum(len(p.faces) for p in results) > len(PHOTOS) and not collector.partial
