@@ -34,7 +34,9 @@ def ray_instance():
     need_real_data()
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        # one GPU resource to lend: an actor given "GPU 0" must pick adapter #0 itself (here lavapipe)
+        ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
     yield ray
     if started:
         ray.shutdown()
@@ -224,3 +226,18 @@ def test_an_actor_that_dies_is_restarted_and_its_photos_run_again(tmp_path, phot
     assert marker.exists()  # an actor did die
     assert sorted(p.path.name for p in results) == sorted([broken.name, *(name.split("/")[1] for name in PHOTOS)])
     assert sum(len(p.faces) for p in results) > len(PHOTOS) and not collector.partial
+
+
+@pytest.mark.gpu
+def test_an_actor_given_a_gpu_uses_that_adapter(tmp_path, photos, gpu):
+    folder, _ = photos
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "a.jpg").write_bytes((folder / PHOTOS[0]).read_bytes())  # one small photo: lavapipe is slow
+    out = tmp_path / "gpu.parquet"
+    result = run("embed", one, "--model", MOBILEFACENET, "--detector", YUNET, "--device", "gpu", "--engine", "ray",
+                 "--gpus-per-worker", "1", "--out", out, "--json")
+    assert result.exit_code == 0, result.output
+    devices = json.loads(result.stdout)["devices"]
+    assert devices == [f"{gpu.label}; Ray GPU 0"]
+    assert [r["faces"] for r in read_parquet(out)] == [1]
