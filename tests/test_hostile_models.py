@@ -56,6 +56,26 @@ REFUSED = {
     "3-D MaxPool": (one_node("MaxPool", (1, 3, 4, 4, 4), attrs={"kernel_shape": [2, 2, 2]}), "2-D"),
     "Add without broadcast=1 in opset 6": (
         one_node("Add", (1, 3, 8, 8), {"b": np.ones(8, np.float32)}, opset=6), "broadcast is 0"),
+    # found by trying the spec's rules one by one: each was run with some meaning, or crashed
+    "Conv with an empty weight": (one_node("Conv", (1, 3, 8, 8), {"w": np.zeros((4, 3, 0, 3), np.float32)}),
+                                  "weight [4, 3, 0, 3] is empty"),
+    "Conv output channels not a multiple of group": (
+        one_node("Conv", (1, 4, 8, 8), {"w": np.ones((3, 2, 3, 3), np.float32)}, {"group": 2}),
+        "3 output channels do not split into group=2"),
+    "Conv group 0": (one_node("Conv", (1, 4, 8, 8), {"w": np.ones((3, 2, 3, 3), np.float32)}, {"group": 0}),
+                     "group=0 must be 1 or more"),
+    "ConvTranspose group 0": (one_node("ConvTranspose", (1, 4, 4, 4), {"w": np.ones((4, 2, 3, 3), np.float32)},
+                                       {"group": 0}), "group=0"),
+    "ConvTranspose output_padding past the stride": (
+        one_node("ConvTranspose", (1, 3, 4, 4), {"w": np.ones((3, 2, 3, 3), np.float32)},
+                 {"strides": [1, 1], "output_padding": [2, 2]}), "output_padding [2, 2]"),
+    "ConvTranspose negative pads": (
+        one_node("ConvTranspose", (1, 3, 4, 4), {"w": np.ones((3, 2, 3, 3), np.float32)}, {"pads": [-1, 0, 0, 0]}),
+        "negative padding"),
+    "MaxPool pads as large as its window": (
+        one_node("MaxPool", (1, 3, 8, 8), attrs={"kernel_shape": [2, 2], "pads": [3, 3, 3, 3]}),
+        "must be smaller than the 2x2 window"),
+    "Unsqueeze of one axis twice": (one_node("Unsqueeze", (2, 4), {"a": np.array([0, 0])}), "name an axis twice"),
 }
 # an operator the model's opset does not define yet (Resize came in opset 10)
 REFUSED["Resize in opset 9"] = (_resize_scales([1, 1, 2, 2]), "opset 9")

@@ -92,7 +92,9 @@ def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     cout, cg, kh, kw = weight.shape
     if kernel_shape is not None and tuple(int(k) for k in kernel_shape) != (kh, kw):
         ctx.refuse(f"kernel_shape {list(kernel_shape)} does not match its weight {list(weight.shape)}")
-    group = int(group)
+    group = S.groups(ctx, group, weight)
+    if cout % group:
+        ctx.refuse(f"its {cout} output channels do not split into group={group} groups")
     if c != cg * group:
         ctx.bad_input(f"expects {cg * group} input channels, got {c}")
     stride, dil = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
@@ -268,6 +270,8 @@ def _pool(ctx, x, kind, auto_pad, ceil_mode, dilations, kernel_shape, pads, stri
     k = S.pair(ctx, kernel_shape, "kernel_shape")
     s, d = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
     pad = S.pads(ctx, auto_pad, pads, (h, w), k, s, d)
+    if auto_pad == "NOTSET" and any(p >= k[i % 2] for i, p in enumerate(pad)):  # a window all in padding
+        ctx.refuse(f"pads {list(pad)} must be smaller than the {k[0]}x{k[1]} window")
     oh, ow = S.window_output(ctx, (h, w), k, s, d, pad, bool(ceil_mode))
     return ctx.emit(P.Pool(0, ctx.name, ctx.vid(x), kind, k, s, pad, d, bool(count_include_pad)), (n, c, oh, ow))
 
@@ -520,7 +524,10 @@ def Unsqueeze(ctx, x, axes_in=None, *, axes=None):
         axes = S.ints(ctx.const(axes_in, "axes"))
     shape = list(x.shape)
     rank = len(shape) + len(axes)
-    for ax in sorted(S.axis(ctx, int(a), rank, "axes") for a in axes):
+    where = sorted(S.axis(ctx, int(a), rank, "axes") for a in axes)
+    if len(set(where)) != len(where):
+        ctx.refuse(f"axes {S.ints(axes)} name an axis twice")
+    for ax in where:
         shape.insert(ax, 1)
     return ctx.view(x, tuple(shape))
 

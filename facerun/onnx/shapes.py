@@ -66,6 +66,16 @@ def pair(ctx, v, what: str) -> tuple[int, int]:
     return int(v[0]), int(v[1])
 
 
+def groups(ctx, group, weight: np.ndarray) -> int:
+    """A convolution's group count, checked with its weight (which must hold something)."""
+    if weight.size == 0:
+        ctx.refuse(f"its weight {list(weight.shape)} is empty")
+    group = int(group)
+    if group < 1:
+        ctx.refuse(f"group={group} must be 1 or more")
+    return group
+
+
 def pads(ctx, auto_pad, explicit, hw, k, s, d) -> tuple[int, int, int, int]:
     """A 2-D window's padding, top, left, bottom, right, from auto_pad or the pads attribute."""
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):

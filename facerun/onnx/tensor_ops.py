@@ -198,13 +198,15 @@ def ConvTranspose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group
                    f"{list(weight.shape)})")
     n, c, h, wd = x.shape
     cin, cog, kh, kw = weight.shape
-    g = int(group)
+    g = S.groups(ctx, group, weight)
     if c != cin or cin % g:
         ctx.bad_input(f"expects {cin} input channels in {g} groups, got {c}")
     if kernel_shape is not None and tuple(int(k) for k in kernel_shape) != (kh, kw):
         ctx.refuse(f"kernel_shape {list(kernel_shape)} does not match its weight {list(weight.shape)}")
     s, d = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
     extra = (0, 0) if output_padding is None else tuple(S.ints(output_padding))
+    if len(extra) != 2 or any(not 0 <= e < max(st, dd) for e, st, dd in zip(extra, s, d)):
+        ctx.refuse(f"output_padding {list(extra)} must be 0 or more and below the stride (or dilation) {list(s)}")
     span = [(k - 1) * dd + 1 for k, dd in zip((kh, kw), d)]
     full = [st * (i - 1) + e + sp for st, i, e, sp in zip(s, (h, wd), extra, span)]  # the output before pads
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -220,6 +222,8 @@ def ConvTranspose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group
         pad = (0, 0, 0, 0) if auto_pad == "VALID" or pads is None else tuple(S.ints(pads))
         if len(pad) != 4:
             ctx.refuse(f"pads {list(pad)} (4 values for 2-D)")
+        if any(p < 0 for p in pad):
+            ctx.refuse(f"pads {list(pad)}: negative padding is not valid")
     else:
         ctx.refuse(f"auto_pad '{auto_pad}' is not supported")
     oh, ow = full[0] - pad[0] - pad[2], full[1] - pad[1] - pad[3]
