@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import FacerunError, InputError
 
 MARKER = "_facerun.json"  # inside the folder: what wrote it, the counts, and whether it is complete
 PART_ROWS = 1_000_000  # rows per part file
@@ -96,10 +96,13 @@ def check_parquet_out(path: Path) -> None:
     """Before any work: --out names a .parquet folder that is new, or one this writer made (it gets replaced)."""
     if path.suffix.lower() != ".parquet":
         raise InputError(f"--out {path}: the Ray engine writes a Parquet folder, name it x.parquet")
+    from ..io import check_output_folder
+
     if not path.parent.is_dir():
         raise InputError(f"--out {path}: folder {path.parent} does not exist")
     if path.exists() and not (path.is_dir() and (path / MARKER).is_file()):
         raise InputError(f"--out {path} exists and is not a folder facerun wrote; move it or choose another name")
+    check_output_folder(path.parent, f"--out {path.name}: the folder", create=False)  # writable, tried for real
 
 
 class ParquetFolder:
@@ -109,15 +112,24 @@ class ParquetFolder:
     def __init__(self, out: Path):
         self.out = Path(out)
         self.temp = self.out.with_name(self.out.name + ".incomplete")
-        if self.temp.exists():  # an earlier run that died: its rows are not this run's
-            shutil.rmtree(self.temp)
-        self.temp.mkdir()
+        try:
+            if self.temp.exists():  # an earlier run that died: its rows are not this run's
+                shutil.rmtree(self.temp)
+            self.temp.mkdir()
+        except OSError as e:
+            raise FacerunError(f"cannot make {self.temp}: {e.strerror or e}") from None
         self.writer = None
         self.parts = 0
         self.rows_in_part = 0
         self.counts = {"photos": 0, "rows": 0}
 
     def write(self, table) -> None:
+        try:
+            self._write(table)
+        except OSError as e:  # a full disk or a vanished mount, after the work began
+            raise FacerunError(f"cannot write {self.temp}: {e.strerror or e}") from None
+
+    def _write(self, table) -> None:
         import pyarrow.parquet as pq
 
         if self.writer is None or self.rows_in_part >= PART_ROWS:
