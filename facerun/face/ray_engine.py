@@ -216,8 +216,9 @@ class FaceActor:
     def __init__(self, models: dict, batch: int, all_faces: bool, limits: dict):
         import ray
 
-        from ..commands.embed import make_detector, make_embedder
         from ..zoo import find
+        from .detect import Detector
+        from .embed import Embedder
 
         find.use_models_dir(models.get("models_dir"))
         _apply_limits(limits)
@@ -225,9 +226,10 @@ class FaceActor:
         if adapter is not None:
             os.environ["FACERUN_GPU_ADAPTER"] = adapter  # before the first GPU use: the device is made lazily
         device = models.get("device", "auto")
-        self.embedder = make_embedder(models.get("model"), device, models.get("input_size"), models.get("mean"),
-                                      models.get("std"), models.get("bgr"))
-        self.detector = make_detector(models.get("detector"), device)
+        # as the commands' make_embedder and make_detector load them
+        self.embedder = Embedder(model=models.get("model"), device=device, input_size=models.get("input_size"),
+                                 mean=models.get("mean"), std=models.get("std"), bgr=models.get("bgr"))
+        self.detector = Detector(model=models.get("detector"), device=device, for_alignment=True)
         expected, sha = models.get("sha256"), getattr(self.embedder.net, "sha256", None)
         if expected and sha != expected:
             raise FacerunError(f"the Ray actor's {self.embedder.name} is another file than the driver's "
