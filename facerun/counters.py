@@ -9,12 +9,16 @@ Names in use:
     pipelines_created       WGSL compute pipelines created (one per kernel variant and device, gpu/device.py)
     gpu_checks              whole-network GPU-vs-CPU agreement runs (one per model and device, gpu/checked.py)
     gpu_variant_checks      single-layer agreement runs for a kernel variant a new size needed that was not checked
+
+Each name may also carry the seconds spent on it (`timed(name)`), counted under `name + "_s"`.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
+from contextlib import contextmanager
 
 _counts: Counter = Counter()
 _lock = threading.Lock()
@@ -23,6 +27,16 @@ _lock = threading.Lock()
 def bump(name: str, by: int = 1) -> None:
     with _lock:
         _counts[name] += by
+
+
+@contextmanager
+def timed(name: str):
+    """Count the seconds of the block under `name + "_s"` (summed over threads)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        bump(name + "_s", time.perf_counter() - start)
 
 
 def snapshot() -> dict[str, int]:

@@ -109,7 +109,8 @@ class Net:
                         raise InputError(f"input '{name}' has a symbolic size: facerun runs models with one input")
                     shapes[name] = declared
                 try:
-                    prog = compile_model(self.model, shapes)
+                    with counters.timed("programs_compiled"):
+                        prog = compile_model(self.model, shapes)
                 except InputError as e:
                     raise InputError(f"input {list(shape)} does not fit {self.label}: {e}") from None
                 counters.bump("programs_compiled")
@@ -235,7 +236,8 @@ class Net:
         with self._lock:
             prog = self._programs.get(key)
         if prog is None:
-            prog = self._compile_items(shape)
+            with counters.timed("programs_compiled"):
+                prog = self._compile_items(shape)
             counters.bump("programs_compiled")
             with self._lock:
                 self._programs.put(key, prog)
@@ -246,6 +248,10 @@ class Net:
         return compile_model(self.model, {self.input_name: tuple(shape)}, batch_items=shape[0])
 
     def _check_separable(self, item) -> bool:
+        with counters.timed("separable_checks"):
+            return self._separable_on_cpu(item)
+
+    def _separable_on_cpu(self, item) -> bool:
         try:
             prog = self._compile_items((2,) + tuple(item[1:]))
         except (InputError, ModelError):

@@ -42,6 +42,7 @@ class PhotoRow:
     programs_evicted: int = 0
     workers: int = 0
     device: str = ""
+    one_off_seconds: dict = field(default_factory=dict)  # seconds of the one-off work above (facerun.counters)
     seconds: dict = field(default_factory=dict)  # busy seconds per stage (summed over threads), total = wall
     agree_with_cpu: dict | None = None
     bottleneck: str = ""
@@ -124,6 +125,7 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     row.pipelines_created = paid.get("pipelines_created", 0)
     row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
     row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
+    row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
     row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial)
     if device == "gpu" and detector.device == "cpu":
         row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"

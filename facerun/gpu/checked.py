@@ -107,8 +107,10 @@ class CheckedGpu:
         the device error). Every kernel variant `prog` uses counts as checked afterwards."""
         counters.bump("gpu_checks")
         inputs = test_inputs(prog)
-        want = self.cpu_run(prog, inputs)
-        got = self.model.run(prog, inputs)
+        with counters.timed("gpu_checks_cpu"):
+            want = self.cpu_run(prog, inputs)
+        with counters.timed("gpu_checks_gpu"):
+            got = self.model.run(prog, inputs)
         why = disagreement(want, got)
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
@@ -131,13 +133,17 @@ class CheckedGpu:
                     return
                 layers.setdefault(id(st), st)
         counters.bump("gpu_variant_checks")
-        for st in layers.values():
+        with counters.timed("gpu_variant_checks"):
+            self._check_layers(prog, layers.values())
+        self.verified |= gp.kernel_keys
+
+    def _check_layers(self, prog: P.Program, layers) -> None:
+        for st in layers:
             one = one_conv_program(prog, st)
             inputs = test_inputs(one)
             why = disagreement(self.cpu_run(one, inputs), self.model.run_once(one, inputs))
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
-        self.verified |= gp.kernel_keys
 
     def forget(self, prog: P.Program) -> None:
         """`prog` was dropped by its model: drop its compiled form and what was noted about it."""

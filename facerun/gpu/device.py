@@ -388,11 +388,12 @@ class Device:
         with self._plock:
             p = self._pipelines.get(kernel.key)
             if p is None:
-                module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
-                p = self.device.create_compute_pipeline(
-                    label=kernel.key, layout=self.pipeline_layout,
-                    compute={"module": module, "entry_point": kernel.entry},
-                )
+                with counters.timed("pipelines_created"):
+                    module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
+                    p = self.device.create_compute_pipeline(
+                        label=kernel.key, layout=self.pipeline_layout,
+                        compute={"module": module, "entry_point": kernel.entry},
+                    )
                 self._pipelines[kernel.key] = p
                 counters.bump("pipelines_created")
             return p

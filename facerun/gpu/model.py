@@ -65,7 +65,8 @@ class GpuModel:
             hit = self._programs.get(id(prog))
             if hit is not None and hit[0] is prog:
                 return hit[1]
-            gp = self._compile(prog)
+            with counters.timed("gpu_programs_compiled"):
+                gp = self._compile(prog)
             counters.bump("gpu_programs_compiled")
             self._programs.put(id(prog), (prog, gp))
             return gp
