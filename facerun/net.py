@@ -16,6 +16,16 @@ from .program import Program
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
 PROGRAM_BUDGET_MB = 512  # host memory for one model's compiled programs (FACERUN_PROGRAM_BUDGET_MB)
+CHECK_SIDE = 128  # the GPU's whole-network check runs free image sides of at most this many pixels
+GPU_BATCHES = (1, 2, 4, 8, 16)  # batch sizes the GPU runs (a batch is padded up to one), past 16 multiples of 16
+
+
+def gpu_batch(n: int) -> int:
+    """The batch size the GPU runs `n` items at: the next of GPU_BATCHES, past them the next multiple of 16."""
+    for b in GPU_BATCHES:
+        if n <= b:
+            return b
+    return -(-n // 16) * 16
 
 
 class Outputs(dict):
@@ -117,6 +127,32 @@ class Net:
                 self._programs.put(shape, prog)
             return prog
 
+    def prepare(self, shape) -> None:
+        """Compile the program for `shape`, and its GPU form when the GPU is used, ahead of the run (a library run
+        calls it from its decoding threads). What fails here is left for the run itself to report."""
+        try:
+            prog = self.program(shape)
+            prepare = getattr(self.gpu, "prepare", None)
+            if prepare is not None:
+                prepare(prog)
+        except Exception:  # noqa: BLE001 - the run of this shape raises it again, where it is reported
+            pass
+
+    def check_program(self, prog: Program) -> Program | None:
+        """A small program of this model for the GPU's whole-network check (batch 1, each free image side at most
+        CHECK_SIDE), or None when `prog` is already that small or the model takes no smaller input."""
+        shape = tuple(prog.input_shape)
+        if len(shape) != len(self.input_shape):
+            return None
+        small = [1] + [min(d, CHECK_SIDE) if i >= 2 and declared is None else d
+                       for i, (d, declared) in enumerate(zip(shape, self.input_shape)) if i > 0]
+        if tuple(small) == shape:
+            return None
+        try:
+            return self.program(tuple(small))
+        except (InputError, ModelError):
+            return None
+
     def _forget(self, key, prog: Program) -> None:
         """A program left the cache: the GPU side lets go of its compiled form too."""
         counters.bump("programs_evicted")
@@ -200,6 +236,10 @@ class Net:
         feeds = self._inputs(x)
         items = feeds[self.input_name]
         n = items.shape[0]
+        if self.gpu is not None and device != "cpu" and gpu_batch(n) != n:
+            out = self._run_padded(feeds, n)
+            if out is not None:
+                return out
         if self.batch_free or n == 1:
             return self.run(feeds, device)
         prog = self.batch_program(items.shape)
@@ -216,6 +256,23 @@ class Net:
                 return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
         outs = [self.run(f, device="cpu") for f in single]
         return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
+
+    def _run_padded(self, feeds: dict, n: int) -> Outputs | None:
+        """A batch of `n` items on the GPU padded with zero items up to gpu_batch(n), so a library of photos with any
+        number of faces meets five batch programs, not sixteen; None when the batch cannot be padded (a file that
+        mixes its items) or the GPU is not used."""
+        items = feeds[self.input_name]
+        padded = np.concatenate([items, np.zeros((gpu_batch(n) - n,) + items.shape[1:], items.dtype)])
+        prog = self.program(padded.shape) if self.batch_free else self.batch_program(padded.shape)
+        if prog is None:
+            return None
+        out = self.gpu.run(prog, {**feeds, self.input_name: padded})
+        if out is None:
+            return None
+        typed = self._typed(prog, out)
+        if any(np.ndim(v) == 0 or np.shape(v)[0] != len(padded) for v in typed.values()):
+            return None  # an output not batch-first: the unpadded run says what it is
+        return Outputs((name, v[:n]) for name, v in typed.items())
 
     def batch_program(self, shape) -> Program | None:
         """For a file fixed at batch 1: one program for `shape[0]` items, or None when the graph mixes its items.

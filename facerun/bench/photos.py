@@ -20,7 +20,7 @@ from ..errors import FacerunError, InputError
 
 PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "opencv")
 DEFAULT_PHOTO_PATHS = ("cpu", "gpu", "opencv")
-STAGE_COLUMNS = ("decode", "detect", "post", "align", "embed", "total")
+STAGE_COLUMNS = ("decode", "prepare", "detect", "post", "align", "embed", "total")
 IOU_MIN = 0.95
 SCORE_TOL = 1e-3
 
@@ -126,13 +126,13 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
     row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
     row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
-    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial)
+    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads)
     if device == "gpu" and detector.device == "cpu":
         row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
     return row
 
 
-def bottleneck(seconds: dict, wall: float, workers: int, serial: bool) -> str:
+def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: int = 1) -> str:
     """Where the time goes, in words: each thread group's busy share of the wall time, the busiest first."""
     if serial:
         groups = {"decode": seconds["decode"], "detect": seconds["detect"] + seconds["post"],
@@ -140,9 +140,10 @@ def bottleneck(seconds: dict, wall: float, workers: int, serial: bool) -> str:
         parts = [f"{name} {s / wall:.0%}" for name, s in sorted(groups.items(), key=lambda kv: -kv[1])]
         return "one thread: " + ", ".join(parts)
     groups = {
-        f"decode ({workers} thread{'s' if workers > 1 else ''})": seconds["decode"] / workers,
+        f"decode ({workers} thread{'s' if workers > 1 else ''})": (seconds["decode"] + seconds["prepare"]) / workers,
         "network thread (detect + embed)": seconds["detect"] + seconds["embed"],
-        "post thread (NMS + align)": seconds["post"] + seconds["align"],
+        f"post ({posters} thread{'s' if posters > 1 else ''}: NMS + align)":
+            (seconds["post"] + seconds["align"]) / posters,
     }
     ranked = sorted(groups.items(), key=lambda kv: -kv[1])
     return "bound by " + ranked[0][0] + "; busy: " + ", ".join(f"{name} {s / wall:.0%}" for name, s in ranked)

@@ -7,6 +7,8 @@ similarity, bilinear sampling with a black border).
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from ..errors import InputError
@@ -110,6 +112,15 @@ def invert_affine(matrix) -> np.ndarray:
     return np.hstack([inverse_linear, -inverse_linear @ m[:, 2:]])
 
 
+@cache
+def _grid(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Output pixel coordinates (x, y) of an h x w crop, float64 (read only: shared by every warp of that size)."""
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float64)
+    xs.flags.writeable = False
+    ys.flags.writeable = False
+    return xs, ys
+
+
 def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) -> np.ndarray:
     """Warp `image` (HxW or HxWxC) by the 2x3 `matrix` (source -> output coordinates) into a crop of `size`
     ((w, h) or an int), sampling bilinearly; output pixels whose neighbours fall outside the image take
@@ -121,13 +132,13 @@ def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) 
     inverse = invert_affine(matrix)
 
     # each output pixel centre looks up the source point it came from (inverse mapping: no holes)
-    ys, xs = np.mgrid[0:h, 0:w].astype(np.float64)
+    xs, ys = _grid(h, w)
     sx = inverse[0, 0] * xs + inverse[0, 1] * ys + inverse[0, 2]
     sy = inverse[1, 0] * xs + inverse[1, 1] * ys + inverse[1, 2]
     # a point far outside has no neighbours inside; clamping keeps floor() and the index math in int range
     limit = float(max(src.shape[0], src.shape[1]) + 2)
-    sx = np.clip(sx, -limit, limit)
-    sy = np.clip(sy, -limit, limit)
+    np.clip(sx, -limit, limit, out=sx)
+    np.clip(sy, -limit, limit, out=sy)
     x0 = np.floor(sx)
     y0 = np.floor(sy)
     fx = (sx - x0).astype(np.float32)[:, :, None]
@@ -146,9 +157,12 @@ def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) 
     cx0, cx1 = max(left, 0), min(right, width)
     if cy0 < cy1 and cx0 < cx1:
         region[cy0 - top : cy1 - top, cx0 - left : cx1 - left] = planar[cy0:cy1, cx0:cx1]
-    xi, yi = x0 - left, y0 - top
-    top_row = region[yi, xi] * (1 - fx) + region[yi, xi + 1] * fx
-    bottom_row = region[yi + 1, xi] * (1 - fx) + region[yi + 1, xi + 1] * fx
+    # the four neighbours as gathers from the flattened region (np.take: several times faster than 2-D indexing)
+    stride = region.shape[1]
+    flat = region.reshape(-1, region.shape[2])
+    at = (y0 - top) * stride + (x0 - left)
+    top_row = flat.take(at, axis=0) * (1 - fx) + flat.take(at + 1, axis=0) * fx
+    bottom_row = flat.take(at + stride, axis=0) * (1 - fx) + flat.take(at + stride + 1, axis=0) * fx
     out = top_row * (1 - fy) + bottom_row * fy
     if src.ndim == 2:
         out = out[:, :, 0]

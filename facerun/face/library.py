@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ImageError, InputError
 from .images import load_image
 
-STAGES = ("decode", "detect", "post", "align", "embed")
+STAGES = ("decode", "prepare", "detect", "post", "align", "embed")  # prepare: new sizes compiled on the decoders
 
 
 @dataclass
@@ -57,6 +57,7 @@ class LibraryStats:
         self.started = time.perf_counter()
         self.first_photo_s: float | None = None
         self.wall_s = 0.0
+        self.post_threads = 1
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:
@@ -73,6 +74,11 @@ class LibraryStats:
             if self.first_photo_s is None:
                 self.first_photo_s = now
             self.wall_s = now
+
+
+def post_threads(workers: int) -> int:
+    """Post-processing threads (NMS, alignment) beside `workers` decoding threads: one per four, 1 to 4."""
+    return max(1, min(4, workers // 4))
 
 
 def default_workers() -> int:
@@ -92,7 +98,7 @@ class _Photo:
     crops: list = field(default_factory=list)
 
 
-def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
+def _decode(path: Path, detector, stats: LibraryStats, warm: bool = False) -> _Photo:
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
     try:
@@ -281,14 +287,17 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
     decoding: deque[Future] = deque()
     posting: deque[Future] = deque()
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode")
-    poster = ThreadPoolExecutor(1, thread_name_prefix="facerun-post")
+    # NMS and alignment (a few ms a photo of many faces) on threads of their own: numpy lets go of the GIL there
+    posters = post_threads(workers)
+    stats.post_threads = posters
+    poster = ThreadPoolExecutor(posters, thread_name_prefix="facerun-post")
 
     def top_up() -> None:
         while len(decoding) < ahead:
             raw = next(source, None)
             if raw is None:
                 return
-            decoding.append(decoders.submit(_decode, Path(raw), detector, stats))
+            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, True))
 
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, all_faces, keep_images, stats)
@@ -308,7 +317,8 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
                     posting.append(done)
             # hand on what post-processing finished; wait for it only when it falls behind, for the first photo
             # (its latency is what a user sees first) or when nothing else is left
-            while posting and (posting[0].done() or len(posting) > 2 or not decoding or stats.first_photo_s is None):
+            while posting and (posting[0].done() or len(posting) > posters + 1 or not decoding
+                               or stats.first_photo_s is None):
                 yield from batcher.add(posting.popleft().result())
         yield from batcher.finish()
     finally:

@@ -2,11 +2,13 @@
 seeded test input (facerun.agree), and it is dropped (with the reason, said once) at the first device error, the
 run carrying on on the CPU with the right answer.
 
-What is checked, and when: the first program a model runs on the GPU is checked whole (every output, on the seeded
-input of that program's shape). Every kernel variant (pipeline) that program uses is then trusted for the model. A
-later program (a new input size) is checked again only for kernel variants it needs that were not checked yet, and
-on a small case: each such variant's first layer, alone, at its own shape, on GPU and CPU. So a photo library of
-thousands of sizes pays one whole check per model and device, plus a few single-layer checks.
+What is checked, and when: the first time a model runs on the GPU, the whole network is checked (every output, on
+the seeded input) at a small input size of the same model (batch 1, free image sides of at most 128 pixels), and
+every kernel variant (pipeline) the program in hand needs that the small one did not use is checked on its first
+layer alone, at its own shape. That is the model's one agreement check (counted once as `gpu_checks`); those kernel
+variants are then trusted for the model. A later program (a new input size) is checked again only for kernel
+variants it needs that were not checked yet, each on its first layer alone (`gpu_variant_checks`). So a photo
+library of thousands of sizes pays one check per model and device, plus a few single-layer checks.
 
 `attach(net)` sets `net.gpu` (a CheckedGpu) or `net.gpu_reason`; `Net` then calls `net.gpu.run(prog, feeds)`, which
 returns the outputs or None (meaning: run this on the CPU).
@@ -48,13 +50,14 @@ class CheckedGpu:
     (None while it is); `program_reasons` why single programs run on the CPU (too large for the device, say).
     """
 
-    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None):
+    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None, small_program=None):
         from .. import cpu
 
         self.model = model
         self.cpu_run = cpu_run or cpu.run_program
         self.strict = strict
         self.on_drop = on_drop
+        self.small_program = small_program  # prog -> a small program of the same model for the whole check, or None
         self.reason: str | None = None
         self.program_reasons: dict[int, str] = {}
         self.whole_checked = False  # the whole network agreed once (on the first program run)
@@ -103,47 +106,70 @@ class CheckedGpu:
         return self.model.step_outputs(prog, feeds)
 
     def check(self, prog: P.Program) -> None:
-        """Compare GPU and CPU on the whole of `prog` with the seeded input; raises GpuError with the difference (or
-        the device error). Every kernel variant `prog` uses counts as checked afterwards."""
+        """The model's agreement check: the whole network on the seeded input at a small size (or at `prog`'s own
+        when the model has no smaller one), then `prog`'s kernel variants that were not covered, each on its first
+        layer alone. Raises GpuError with the difference (or the device error)."""
         counters.bump("gpu_checks")
-        inputs = test_inputs(prog)
+        small = self.small_program(prog) if self.small_program is not None else None
+        whole = small if small is not None else prog
+        inputs = test_inputs(whole)
         with counters.timed("gpu_checks_cpu"):
-            want = self.cpu_run(prog, inputs)
+            want = self.cpu_run(whole, inputs)
         with counters.timed("gpu_checks_gpu"):
-            got = self.model.run(prog, inputs)
+            gp = self.model.compile(prog) if whole is prog else self.model.compile_once(whole)
+            got = gp.run(inputs)
         why = disagreement(want, got)
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
-        self.verified |= self.model.compile(prog).kernel_keys
+        self.verified |= gp.kernel_keys
         self.whole_checked = True
+        new = self.model.compile(prog).kernel_keys - self.verified
+        if new:
+            with counters.timed("gpu_checks_layers"):
+                self._check_layers(prog, self._layers_using(prog, new))
+            self.verified |= new
 
     def check_variants(self, prog: P.Program, new: set[str]) -> None:
-        """Check the kernel variants `new` of `prog` on small cases: the first convolution using each, alone. A
-        variant outside the convolutions (none today: their kernels do not depend on shapes) checks `prog` whole."""
+        """Check the kernel variants `new` of `prog` on small cases: the first layer using each, alone."""
+        counters.bump("gpu_variant_checks")
+        with counters.timed("gpu_variant_checks"):
+            self._check_layers(prog, self._layers_using(prog, new))
+        self.verified |= new
+
+    def _layers_using(self, prog: P.Program, keys: set[str]) -> list[P.Step] | None:
+        """The first step using each kernel variant in `keys`, or None when one is outside the convolutions (none
+        today: the other kernels do not depend on shapes), so the program is checked whole."""
         gp = self.model.compile(prog)
         first_step: dict[str, P.Step] = {}
         for st in prog.steps:
             first_step.setdefault(st.node, st)
         layers: dict[int, P.Conv] = {}
         for d in gp.dispatches:
-            if d.kernel.key in new:
+            if d.kernel.key in keys:
                 st = first_step.get(d.node)
                 if not isinstance(st, P.Conv):
-                    self.check(prog)
-                    return
+                    return None
                 layers.setdefault(id(st), st)
-        counters.bump("gpu_variant_checks")
-        with counters.timed("gpu_variant_checks"):
-            self._check_layers(prog, layers.values())
-        self.verified |= gp.kernel_keys
+        return list(layers.values())
 
-    def _check_layers(self, prog: P.Program, layers) -> None:
+    def _check_layers(self, prog: P.Program, layers: list[P.Step] | None) -> None:
+        if layers is None:  # a variant outside the convolutions: the whole program, at its own size
+            inputs = test_inputs(prog)
+            why = disagreement(self.cpu_run(prog, inputs), self.model.run(prog, inputs))
+            if why is not None:
+                raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
+            return
         for st in layers:
             one = one_conv_program(prog, st)
             inputs = test_inputs(one)
             why = disagreement(self.cpu_run(one, inputs), self.model.run_once(one, inputs))
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
+
+    def prepare(self, prog: P.Program) -> None:
+        """Compile `prog` for the device ahead of its first run (no check, no run); errors are left to the run."""
+        if self.reason is None and id(prog) not in self.program_reasons:
+            self.model.compile(prog)
 
     def forget(self, prog: P.Program) -> None:
         """`prog` was dropped by its model: drop its compiled form and what was noted about it."""
@@ -205,7 +231,7 @@ def attach(net, required: bool = False, budget_mb: float | None = None) -> Check
         net.gpu = None
         net.gpu_reason = why
 
-    gpu = CheckedGpu(model, strict=required, on_drop=dropped)
+    gpu = CheckedGpu(model, strict=required, on_drop=dropped, small_program=getattr(net, "check_program", None))
     net.gpu = gpu
     net.gpu_reason = None
     return gpu

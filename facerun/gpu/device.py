@@ -362,6 +362,9 @@ def adapter_reason(rows: list[dict] | None = None) -> str:
 # ------------------------------------------------------------------------------------------------- device
 
 
+COMPILE_THREADS = 8  # pipelines compiled side by side at most
+
+
 @dataclass(eq=False)
 class Device:
     """The wgpu device and what every runner shares: the bind-group layout and compiled pipelines."""
@@ -385,18 +388,32 @@ class Device:
 
     def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
+        return self.pipelines([kernel])[0]
+
+    def pipelines(self, wanted: list) -> list:
+        """The compute pipelines of several kernels, compiled once each; the missing ones side by side on threads
+        (the driver's shader compiler is the cost of a cold start, and it runs outside the GIL)."""
         with self._plock:
-            p = self._pipelines.get(kernel.key)
-            if p is None:
-                with counters.timed("pipelines_created"):
-                    module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
-                    p = self.device.create_compute_pipeline(
-                        label=kernel.key, layout=self.pipeline_layout,
-                        compute={"module": module, "entry_point": kernel.entry},
-                    )
-                self._pipelines[kernel.key] = p
-                counters.bump("pipelines_created")
-            return p
+            missing = list({k.key: k for k in wanted if k.key not in self._pipelines}.values())
+        if len(missing) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(len(missing), COMPILE_THREADS), thread_name_prefix="facerun-shader") as pool:
+                made = list(pool.map(self._create, missing))
+        else:
+            made = [self._create(k) for k in missing]
+        with self._plock:
+            for k, p in zip(missing, made):
+                if k.key not in self._pipelines:
+                    self._pipelines[k.key] = p
+                    counters.bump("pipelines_created")
+            return [self._pipelines[k.key] for k in wanted]
+
+    def _create(self, kernel: kernels.Kernel):
+        with counters.timed("pipelines_created"):
+            module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
+            return self.device.create_compute_pipeline(
+                label=kernel.key, layout=self.pipeline_layout, compute={"module": module, "entry_point": kernel.entry})
 
 
 def _make_device(adapter, row: dict) -> Device:

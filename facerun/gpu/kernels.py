@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 
 from .plan import FLAT, ConvPlan, GemmPlan, Tile
@@ -120,7 +120,7 @@ class Kernel:
     subst: tuple[tuple[str, str], ...] = ()
     epilogue: bool = False  # needs epilogue.wgsl (convolution-like kernels)
 
-    @property
+    @cached_property  # hashed on every dispatch of every program: made once
     def key(self) -> str:
         spec = ",".join(f"{k}={v}" for k, v in self.subst)
         return f"{self.file}:{self.entry}" + (f"[{spec}]" if spec else "")
@@ -261,8 +261,32 @@ class ParamLayout:
     def names(self) -> list[str]:
         return [f.name for f in self.fields]
 
+    @cached_property
+    def _packer(self) -> struct.Struct:
+        """One struct for the whole layout (pad bytes between fields), so a dispatch's parameters pack in one call."""
+        fmt, at = "<", 0
+        for f in self.fields:
+            fmt += "x" * (f.offset - at) + f"{f.count}{f.fmt}"
+            at = f.offset + 4 * f.count
+        return struct.Struct(fmt + "x" * (self.size - at))
+
     def pack(self, **values) -> bytes:
         """The uniform bytes for `values` (every field by name; vec4 arrays as flat lists)."""
+        if len(values) == len(self.fields):
+            flat: list = []
+            try:
+                for f in self.fields:
+                    v = values[f.name]
+                    if f.count > 1:
+                        flat.extend(v)
+                    else:
+                        flat.append(v)
+                return self._packer.pack(*flat)
+            except (KeyError, TypeError, struct.error):
+                pass  # the checked path below says what is wrong, or converts what struct would not take
+        return self._pack_checked(values)
+
+    def _pack_checked(self, values: dict) -> bytes:
         missing = [f.name for f in self.fields if f.name not in values]
         extra = sorted(set(values) - set(self.names))
         if missing or extra:

@@ -132,11 +132,12 @@ def pack_conv_weights(weight: np.ndarray, groups: int, kpad: int, mpad: int) -> 
 
 
 def im2col_taps(s: ConvShape) -> np.ndarray:
-    """Per k = (ci, ky, kx) of a group: (ci * H * W, ky * dh, kx * dw, 0) as int32, for the tiled kernel's gather."""
+    """Per k = (ci, ky, kx) of a group: (ci, ky * dh, kx * dw, 0) as int32, for the tiled kernel's gather (the same
+    for every input size, so one table serves every program of a model)."""
     kh, kw = s.kernel
     ci, ky, kx = np.meshgrid(np.arange(s.cg), np.arange(kh), np.arange(kw), indexing="ij")
     t = np.zeros((s.k, 4), np.int32)
-    t[:, 0] = (ci * s.h * s.w).reshape(-1)
+    t[:, 0] = ci.reshape(-1)
     t[:, 1] = (ky * s.dilation[0]).reshape(-1)
     t[:, 2] = (kx * s.dilation[1]).reshape(-1)
     return t

@@ -21,6 +21,7 @@ from .. import program as P
 from ..errors import GpuError
 from ..lru import LruCache, budget_from_env
 from . import device as D
+from .arena import Arena
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
@@ -42,6 +43,7 @@ class GpuModel:
     def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None):
         self.dev = dev or D.get_device()
         self.weights = WeightStore(budget_bytes(budget_mb))
+        self.arena = Arena(self.dev)  # the activation buffers and bind groups every program of the model runs in
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
                                   lambda hit: hit[1].device_bytes,
                                   lambda key, hit: counters.bump("gpu_programs_evicted"))
@@ -84,7 +86,7 @@ class GpuModel:
 
     def _compile(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
         try:
-            return GpuProgram(self.dev, prog, self.weights, force)
+            return GpuProgram(self.dev, prog, self.weights, force, self.arena)
         except PlanError as e:
             raise DoesNotFit(f"this program does not fit the GPU: {e}") from None
         except GpuError:
@@ -96,6 +98,10 @@ class GpuModel:
         if isinstance(inputs, np.ndarray):
             inputs = {prog.inputs[0][0]: inputs}
         return self.compile(prog).run(inputs)
+
+    def compile_once(self, prog: P.Program) -> GpuProgram:
+        """The compiled form of `prog`, not cached: for programs used a single time (checks)."""
+        return self._compile(prog)
 
     def run_once(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
         """Compile `prog` (not cached) and run it once: for programs used a single time (checks)."""

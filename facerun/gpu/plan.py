@@ -8,6 +8,7 @@ folded in, so a batch of 16 faces makes one large GEMM) and K = input channels p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 # Threads of the one-thread-per-value kernels (elementwise, copy, pools, direct convolution, reduce).
 FLAT = 256
@@ -202,13 +203,18 @@ def tile_candidates(m: int, n: int, limits: Limits) -> tuple[list[Tile], list[Ti
     all: any height up to that). None is wider than 64 when N is small; all fit the device's workgroups."""
     bm_max = 128 if m >= 96 else 64 if m >= 48 else 32 if m >= 24 else 16
     bn_max = 128 if n > 96 else 64
+    return _candidates(bm_max, bn_max, limits)
+
+
+@cache  # planned for every convolution of every new input size: a handful of distinct answers
+def _candidates(bm_max: int, bn_max: int, limits: Limits) -> tuple[tuple[Tile, ...], tuple[Tile, ...]]:
     usable = [t for t in TILES.values() if t.bn <= bn_max and fits(t, limits)]
     usable = usable or [t for t in TILES.values() if fits(t, limits)]
     if not usable:
         raise PlanError("the device's workgroups are too small for the convolution kernel")
     every = [t for t in usable if t.bm <= bm_max] or usable[-1:]
     big = [t for t in every if t.bm * 2 >= bm_max] or every[:1]
-    return big, every
+    return tuple(big), tuple(every)
 
 
 def choose_tile(m: int, n: int, k: int, groups: int, limits: Limits) -> tuple[Tile, bool]:

@@ -1,15 +1,15 @@
 """Running a lowered program: one command encoder, one compute pass, one submission and one read-back per run.
 
-`GpuProgram` takes a program's dispatches from lower.py, makes the device objects once (a buffer per slot, one
-uniform buffer holding every dispatch's parameters, the bind groups, a staging buffer for the outputs) and then, per
-run, writes the inputs, submits the commands and reads every output back. A re-run records nothing: the next run's
+`GpuProgram` takes a program's dispatches from lower.py and runs them in an `Arena` (arena.py) that all programs of
+the model share: a buffer per slot, one uniform buffer for every dispatch's parameters, a staging buffer for the
+outputs, and the bind groups over them. Per run it writes the inputs (and its parameters, when another program of
+the model ran last), submits the commands and reads every output back. A re-run records nothing: the next run's
 command buffer is recorded while the GPU works on this one. Any device error on the way marks the device broken
 (device.py) and raises GpuError with the reason, so the caller carries on on the CPU.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -19,6 +19,7 @@ from ..errors import GpuError
 from . import device as D
 from . import kernels as K
 from . import pace
+from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 
@@ -55,10 +56,12 @@ class GpuProgram:
     `dispatches`, `kernels` (source -> dispatches), `conv_plans` ((node, plan in words)), `slots` and
     `device_bytes` describe it; `run` and `run_many` run it; `time_passes` and `time_encoding` measure it."""
 
-    def __init__(self, dev: D.Device, prog: P.Program, weights: WeightStore, force: dict | None = None):
+    def __init__(self, dev: D.Device, prog: P.Program, weights: WeightStore, force: dict | None = None,
+                 arena: Arena | None = None):
         self.dev = dev
         self.prog = prog
-        self.lock = threading.Lock()
+        self.arena = arena or Arena(dev)  # without one of the model's: buffers of its own
+        self.lock = self.arena.lock
         low = lower(prog, dev.limits, lambda role, data: weights.get(dev, role, data), force)
         self.dispatches = low.dispatches
         self.slots = low.slots
@@ -67,37 +70,55 @@ class GpuProgram:
         self.outputs = low.outputs
         self.staging_bytes = low.staging_bytes
         self.kernel_keys = frozenset(d.kernel.key for d in self.dispatches)  # the pipelines it runs
-        self._build(low.inputs)
-
-    # ---- device objects
-    def _build(self, inputs) -> None:
-        wgpu = _wgpu()
-        dev = self.dev.device
-        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        self.buffers = [dev.create_buffer(label=f"facerun value {i}", size=size, usage=usage)
-                        for i, size in enumerate(self.slots.sizes)]
-        self.inputs = [(name, self.buffers[slot], v) for name, slot, v in inputs]
+        self.inputs = [(name, slot, v) for name, slot, v in low.inputs]
         slot = K.UNIFORM_SLOT
         blob = bytearray(max(1, len(self.dispatches)) * slot)
         for i, d in enumerate(self.dispatches):
             blob[i * slot : i * slot + len(d.params)] = d.params
-        self.uniform = dev.create_buffer_with_data(label="facerun params", data=bytes(blob),
-                                                   usage=wgpu.BufferUsage.UNIFORM)
-        self.staging = dev.create_buffer(label="facerun read-back", size=-(-self.staging_bytes // 16) * 16,
-                                         usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
-        for i, d in enumerate(self.dispatches):
-            pipe = self.dev.pipeline(d.kernel)
-            transient = any(isinstance(r, Transient) for r in d.reads)
-            self.recorded.append((pipe, None if transient else self._bind_group(i, d, {}), d.groups, i))
-        self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
+        self.params = bytes(blob)
+        self.pipes = self.dev.pipelines([d.kernel for d in self.dispatches])
         self.raw = _raw_pass_calls()
-        if any(bg is None for _, bg, _, _ in self.recorded):
+        if any(isinstance(r, Transient) for d in self.dispatches for r in d.reads):
             self.raw = None  # per-run bind groups: the plain path
+        self._generation = None
+        with self.lock:
+            self._bind()
+        # what the arena's LRU accounting charges this program: its parameters (the buffers are the arena's)
+        self.device_bytes = len(self.params)
+
+    # ---- device objects
+    def _bind(self) -> None:
+        """Fit the arena to this program and find (or make) its bind groups; again after the arena grew. Called with
+        the lock held."""
+        self.arena.fit(self.slots.sizes, len(self.params), self.staging_bytes)
+        self._generation = self.arena.generation
+        self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
+        self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
+        for i, (d, pipe) in enumerate(zip(self.dispatches, self.pipes)):
+            transient = any(isinstance(r, Transient) for r in d.reads)
+            self.recorded.append((pipe, None if transient else self._shared_group(i, d), d.groups, i))
         # the native handles, for the raw path (the Python objects above keep them alive)
         self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
                         if self.raw else [])
-        self.device_bytes = sum(self.slots.sizes) + len(blob) + self.staging_bytes
+
+    def _current(self) -> None:
+        """Before a run (lock held): rebind when the arena grew since, and load this program's parameters."""
+        if self._generation != self.arena.generation:
+            self._bind()
+        self.arena.load_params(self, self.params)
+
+    @property
+    def buffers(self) -> list:
+        return self.arena.buffers
+
+    @property
+    def staging(self):
+        return self.arena.staging
+
+    def _shared_group(self, i: int, d: Dispatch):
+        refs = [self._resolve(ref, {}) for ref in d.reads] + [self._resolve(d.out, {})]
+        key = (i, id(self.arena.uniform)) + tuple(id(b) for b in refs)
+        return self.arena.bind_group(key, lambda: self._bind_group(i, d, {}))
 
     def _resolve(self, ref, uploads: dict):
         if ref is None:
@@ -115,7 +136,7 @@ class GpuProgram:
 
     def _bind_group(self, i: int, d: Dispatch, uploads: dict):
         entries = [{"binding": K.UNIFORM_BINDING,
-                    "resource": {"buffer": self.uniform, "offset": i * K.UNIFORM_SLOT, "size": K.UNIFORM_SLOT}}]
+                    "resource": {"buffer": self.arena.uniform, "offset": i * K.UNIFORM_SLOT, "size": K.UNIFORM_SLOT}}]
         for b, ref in zip(K.READ_BINDINGS, d.reads):
             buf = self._resolve(ref, uploads)
             entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
@@ -197,8 +218,9 @@ class GpuProgram:
         arrays = self._arrays(inputs)
 
         def prepare():
-            for (_, buf, _), a in zip(self.inputs, arrays):
-                self.dev.queue.write_buffer(buf, 0, a)
+            self._current()
+            for (_, slot, _), a in zip(self.inputs, arrays):
+                self.dev.queue.write_buffer(self.buffers[slot], 0, a)
             commands, self._ready = self._ready, None
             if commands is None:
                 commands = self._commands()
@@ -220,6 +242,7 @@ class GpuProgram:
         per_item = -(-self.staging_bytes // 256) * 256  # copy offsets must be 4-aligned; keep items apart
 
         def prepare():
+            self._current()
             wgpu = _wgpu()
             dev = self.dev.device
             src = dev.create_buffer_with_data(label="facerun batch inputs", data=every_input,
@@ -229,8 +252,8 @@ class GpuProgram:
             enc = dev.create_command_encoder(label="facerun batch")
             at = 0
             for i in range(len(items)):
-                for _, buf, v in self.inputs:
-                    enc.copy_buffer_to_buffer(src, at, buf, 0, v.nbytes)
+                for _, slot, v in self.inputs:
+                    enc.copy_buffer_to_buffer(src, at, self.buffers[slot], 0, v.nbytes)
                     at += v.nbytes
                 self._pass(enc)
                 self._copy_outputs(enc, staging, i * per_item)
@@ -279,6 +302,7 @@ class GpuProgram:
         """Wall seconds of one submission of `repeat` passes over the dispatches, until the GPU is done."""
         with self.lock:
             try:
+                self._current()
                 enc = self.dev.device.create_command_encoder(label="facerun timing")
                 self._pass(enc, repeat)
                 # wait through a read-back of 16 bytes (wgpu-py 0.32's on_submitted_work_done is broken)
@@ -295,9 +319,11 @@ class GpuProgram:
 
     def time_encoding(self, repeat: int = 10) -> float:
         """Seconds of host time to record one pass over the dispatches (what a run's recording costs)."""
-        start = time.perf_counter()
-        for _ in range(repeat):
-            enc = self.dev.device.create_command_encoder()
-            self._pass(enc)
-            enc.finish()
-        return (time.perf_counter() - start) / repeat
+        with self.lock:
+            self._current()
+            start = time.perf_counter()
+            for _ in range(repeat):
+                enc = self.dev.device.create_command_encoder()
+                self._pass(enc)
+                enc.finish()
+            return (time.perf_counter() - start) / repeat

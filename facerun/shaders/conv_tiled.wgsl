@@ -55,8 +55,8 @@ struct Params {
     total: u32,  // output values (the stride between partial-sum slices)
 }
 
-// taps, per k of a group: (input offset of its channel, its row offset ky * dh, its column offset kx * dw, 0), so
-// the gather needs no division (unused when POINTWISE)
+// taps, per k of a group: (its input channel, its row offset ky * dh, its column offset kx * dw, 0), so the gather
+// needs no division; the table does not depend on the input size (unused when POINTWISE)
 #bindings x, wt: vec4<f32>, epi, res, taps: vec4<i32>
 
 var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;
@@ -84,7 +84,7 @@ fn im2col(k: u32, kend: u32, c: Column) -> f32 {
     if (iy < 0 || ix < 0 || iy >= i32(p.h) || ix >= i32(p.w)) {
         return 0.0;
     }
-    return x[c.base + u32(t.x) + u32(iy) * p.w + u32(ix)];
+    return x[c.base + (u32(t.x) * p.h + u32(iy)) * p.w + u32(ix)];
 #end
 }
 
