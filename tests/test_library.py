@@ -92,6 +92,58 @@ def test_lru_cache_keeps_the_newest_under_the_budget():
     assert cache.keys() == ["huge"] and cache.total == 50
 
 
+def test_sizes_share_the_models_buffers_and_bind_groups(gpu):
+    import facerun
+
+    need_real_data()
+    net = facerun.load(str(YUNET), device="gpu")
+    rng = np.random.default_rng(3)
+    inputs = {hw: rng.uniform(0, 255, (1, 3) + hw).astype(np.float32) for hw in [(192, 192), (160, 192), (192, 128)]}
+    net.run(inputs[(192, 192)])  # the largest first: the arena is sized for it
+    before = counters.snapshot()
+    for hw in [(160, 192), (192, 128)]:
+        net.run(inputs[hw])
+    paid = counters.since(before)
+    dispatches = len(net.gpu.model.compile(net.program((1, 3, 160, 192))).dispatches)
+    # smaller sizes run in the same buffers; only a layer whose plan changed (its packed weights) binds anew
+    assert "gpu_arena_grown" not in paid and paid["gpu_programs_compiled"] == 2
+    assert paid.get("gpu_bind_groups_created", 0) <= dispatches // 4
+    for hw in [(192, 192), (160, 192), (192, 128), (160, 192)]:  # interleaved: each program's parameters reloaded
+        got, want = net.run(inputs[hw]), net.run(inputs[hw], device="cpu")
+        for name in want:
+            assert np.abs(got[name] - want[name]).max() <= 1e-3 * max(1.0, float(np.ptp(want[name])))
+
+
+def test_the_whole_check_runs_at_a_small_size(gpu):
+    import facerun
+
+    need_real_data()
+    net = facerun.load(str(YUNET), device="gpu")
+    checked, real = [], net.gpu.cpu_run
+    net.gpu.cpu_run = lambda prog, feeds: checked.append(prog.input_shape) or real(prog, feeds)
+    before = counters.snapshot()
+    net.run(np.random.default_rng(4).uniform(0, 255, (1, 3, 224, 256)).astype(np.float32))
+    paid = counters.since(before)
+    assert paid["gpu_checks"] == 1 and "gpu_variant_checks" not in paid
+    assert checked[0] == (1, 3, 128, 128)  # the whole network, small; then single layers, if any
+    assert all(shape != (1, 3, 224, 256) for shape in checked)
+
+
+def test_gpu_batches_are_padded_to_a_few_sizes(gpu):
+    from facerun.face.embed import Embedder
+    from facerun.net import gpu_batch
+
+    need_real_data()
+    assert [gpu_batch(n) for n in (1, 2, 3, 5, 9, 16, 17, 40)] == [1, 2, 4, 8, 16, 16, 32, 48]
+    on_gpu, on_cpu = Embedder(str(MOBILEFACENET), device="gpu"), Embedder(str(MOBILEFACENET), device="cpu")
+    crops = np.random.default_rng(5).integers(0, 256, (3, 112, 112, 3), dtype=np.uint8)
+    got, want = on_gpu.embed(crops), on_cpu.embed(crops)
+    assert got.shape == want.shape == (3, on_cpu.dim)
+    assert float(np.min(np.sum(got * want, axis=1))) >= 0.9999
+    shapes = [k[1] if k[0] == "batch" else k[0] for k in on_gpu.net._programs]
+    assert 4 in shapes and 3 not in shapes  # three faces ran as a batch of four
+
+
 def test_program_caches_stay_bounded_over_many_sizes(monkeypatch):
     import facerun
 
