@@ -138,6 +138,22 @@ class Net:
         except Exception:  # noqa: BLE001 - the run of this shape raises it again, where it is reported
             pass
 
+    def prepare_gpu_batches(self, item_shape, most: int) -> None:
+        """Compile, for the GPU, the padded batch programs (gpu_batch) up to `most` items of `item_shape` (C, H, W):
+        an embedder's, ahead of a library run's first faces. Nothing to do without a GPU."""
+        if self.gpu is None:
+            return
+        for b in GPU_BATCHES[1:] + ((gpu_batch(most),) if most > GPU_BATCHES[-1] else ()):
+            if b > gpu_batch(most):
+                break
+            shape = (b,) + tuple(item_shape)
+            try:
+                prog = self.program(shape) if self.batch_free else self.batch_program(shape)
+                if prog is not None:
+                    self.gpu.prepare(prog)
+            except Exception:  # noqa: BLE001 - the run of this batch raises it again, where it is reported
+                return
+
     def check_program(self, prog: Program) -> Program | None:
         """A small program of this model for the GPU's whole-network check (batch 1, image sides of at most
         CHECK_SIDE), or None when `prog` is already that small or the model takes no smaller input (it does not

@@ -302,6 +302,8 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, all_faces, keep_images, stats)
 
+    if embedder is not None and hasattr(embedder, "warm"):  # its batch programs made while the detector starts
+        decoders.submit(embedder.warm, batch)
     try:
         top_up()
         while decoding or posting:
