@@ -16,7 +16,6 @@ from .program import Program
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
 PROGRAM_BUDGET_MB = 512  # host memory for one model's compiled programs (FACERUN_PROGRAM_BUDGET_MB)
-CHECK_SIDE = 128  # the GPU's whole-network check runs image sides of at most this many pixels
 GPU_BATCHES = (1, 2, 4, 8, 16)  # batch sizes the GPU runs (a batch is padded up to one), past 16 multiples of 16
 
 
@@ -127,46 +126,15 @@ class Net:
                 self._programs.put(shape, prog)
             return prog
 
-    def prepare(self, shape) -> None:
-        """Compile the program for `shape`, and its GPU form when the GPU is used, ahead of the run (a library run
-        calls it from its decoding threads). What fails here is left for the run itself to report."""
-        try:
-            prog = self.program(shape)
-            prepare = getattr(self.gpu, "prepare", None)
-            if prepare is not None:
-                prepare(prog)
-        except Exception:  # noqa: BLE001 - the run of this shape raises it again, where it is reported
-            pass
-
-    def prepare_gpu_batches(self, item_shape, most: int) -> None:
-        """Compile, for the GPU, the padded batch programs (gpu_batch) up to `most` items of `item_shape` (C, H, W):
-        an embedder's, ahead of a library run's first faces. Nothing to do without a GPU."""
-        if self.gpu is None:
-            return
-        for b in GPU_BATCHES[1:] + ((gpu_batch(most),) if most > GPU_BATCHES[-1] else ()):
-            if b > gpu_batch(most):
-                break
-            shape = (b,) + tuple(item_shape)
-            try:
-                prog = self.program(shape) if self.batch_free else self.batch_program(shape)
-                if prog is not None:
-                    self.gpu.prepare(prog)
-            except Exception:  # noqa: BLE001 - the run of this batch raises it again, where it is reported
-                return
-
     def check_program(self, prog: Program) -> Program | None:
-        """A small program of this model for the GPU's whole-network check (batch 1, image sides of at most
-        CHECK_SIDE), or None when `prog` is already that small or the model takes no smaller input (it does not
-        compile at that size). The check compares the two runtimes on the same program, so any size that compiles
-        serves."""
+        """The program for the GPU's whole-network check of `prog`: its single-item program (the network at batch 1,
+        the same image size), or None when `prog` is that already. The kernel variants only the batch needs are
+        then checked layer by layer."""
         shape = tuple(prog.input_shape)
-        if len(shape) != 4:
-            return None
-        small = [1, shape[1], min(shape[2], CHECK_SIDE), min(shape[3], CHECK_SIDE)]
-        if tuple(small) == shape:
+        if not shape or shape[0] == 1:
             return None
         try:
-            return self.program(tuple(small))
+            return self.program((1,) + shape[1:])
         except (InputError, ModelError):
             return None
 

@@ -114,19 +114,25 @@ def test_sizes_share_the_models_buffers_and_bind_groups(gpu):
             assert np.abs(got[name] - want[name]).max() <= 1e-3 * max(1.0, float(np.ptp(want[name])))
 
 
-def test_the_whole_check_runs_at_a_small_size(gpu):
-    import facerun
+def test_the_whole_check_runs_once_at_batch_one(gpu):
+    from facerun.face.embed import Embedder
 
     need_real_data()
-    net = facerun.load(str(YUNET), device="gpu")
+    embedder = Embedder(str(MOBILEFACENET), device="gpu")
+    net = embedder.net
     checked, real = [], net.gpu.cpu_run
-    net.gpu.cpu_run = lambda prog, feeds: checked.append(prog.input_shape) or real(prog, feeds)
+    net.gpu.cpu_run = lambda prog, feeds: checked.append((prog.input_shape, len(prog.steps))) or real(prog, feeds)
+    crops = np.random.default_rng(4).integers(0, 256, (8, 112, 112, 3), dtype=np.uint8)
     before = counters.snapshot()
-    net.run(np.random.default_rng(4).uniform(0, 255, (1, 3, 224, 256)).astype(np.float32))
+    embedder.embed(crops)
     paid = counters.since(before)
     assert paid["gpu_checks"] == 1 and "gpu_variant_checks" not in paid
-    assert checked[0] == (1, 3, 128, 128)  # the whole network, small; then single layers, if any
-    assert all(shape != (1, 3, 224, 256) for shape in checked)
+    whole = len(net.program((1, 3, 112, 112)).steps)
+    assert checked[0] == ((1, 3, 112, 112), whole)  # the whole network at batch 1, then single layers at batch 8
+    assert len(checked) > 1 and all(shape[0] == 8 and steps == 1 for shape, steps in checked[1:])
+    before = counters.snapshot()
+    embedder.embed(crops[:5])  # the same padded batch: nothing more to check
+    assert "gpu_checks" not in counters.since(before) and "gpu_variant_checks" not in counters.since(before)
 
 
 def test_gpu_batches_are_padded_to_a_few_sizes(gpu):
@@ -301,7 +307,7 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
         row = rows[path]
         assert fields <= set(row) and row["photos"] == len(paths) and row["faces"] > 0
         assert row["distinct_sizes"] == len(paths) and row["photos_per_s"] > 0 and row["first_photo_ms"] > 0
-        assert set(row["seconds"]) == {"decode", "prepare", "detect", "post", "align", "embed", "total"}
+        assert set(row["seconds"]) == {"decode", "detect", "post", "align", "embed", "total"}
         assert (row["seconds"]["embed"] > 0) == path.endswith("+embed")
         assert row["gpu_checks"] == 0 and "%" in row["bottleneck"]
     assert rows["cpu"]["agree_with_cpu"] is None

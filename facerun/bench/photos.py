@@ -20,7 +20,7 @@ from ..errors import FacerunError, InputError
 
 PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "opencv")
 DEFAULT_PHOTO_PATHS = ("cpu", "gpu", "opencv")
-STAGE_COLUMNS = ("decode", "prepare", "detect", "post", "align", "embed", "total")
+STAGE_COLUMNS = ("decode", "detect", "post", "align", "embed", "total")
 IOU_MIN = 0.95
 SCORE_TOL = 1e-3
 
@@ -140,7 +140,7 @@ def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: 
         parts = [f"{name} {s / wall:.0%}" for name, s in sorted(groups.items(), key=lambda kv: -kv[1])]
         return "one thread: " + ", ".join(parts)
     groups = {
-        f"decode ({workers} thread{'s' if workers > 1 else ''})": (seconds["decode"] + seconds["prepare"]) / workers,
+        f"decode ({workers} thread{'s' if workers > 1 else ''})": seconds["decode"] / workers,
         "network thread (detect + embed)": seconds["detect"] + seconds["embed"],
         f"post ({posters} thread{'s' if posters > 1 else ''}: NMS + align)":
             (seconds["post"] + seconds["align"]) / posters,

@@ -105,11 +105,6 @@ class Detector:
         blob, frame = self.family.prepare(rgb)
         return Prepared(blob, frame, scale_x, scale_y)
 
-    def warm(self, prepared: Prepared) -> None:
-        """Get the network ready for this input's size (its program compiled, for the GPU too) without running it:
-        a library run does it on the decoding threads, so a new size costs the device thread nothing."""
-        self.net.prepare(prepared.blob.shape)
-
     def run_network(self, prepared: Prepared) -> Prepared:
         prepared.outputs = self.net.run(prepared.blob)
         return prepared

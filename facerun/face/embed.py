@@ -168,12 +168,6 @@ class Embedder:
         crop = align.align_face(image, landmarks, self.input_size)
         return np.ascontiguousarray(crop[:, :, ::-1]) if bgr else crop
 
-    def warm(self, batch: int = DEFAULT_BATCH) -> None:
-        """Compile the GPU's batch programs for up to `batch` faces ahead of the first faces (a library run does it
-        on a worker thread while the detector starts)."""
-        w, h = self.input_size
-        self.net.prepare_gpu_batches((3, h, w), batch)
-
     def embed(self, faces, batch: int = DEFAULT_BATCH, bgr: bool = False) -> np.ndarray:
         """Embeddings (N x dim, float32, unit length) of aligned RGB uint8 crops: an N x h x w x 3 array, a list of
         h x w x 3 arrays, or one h x w x 3 crop (bgr=True: the crops are BGR, e.g. insightface's norm_crop of a

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ImageError, InputError
 from .images import load_image
 
-STAGES = ("decode", "prepare", "detect", "post", "align", "embed")  # prepare: new sizes compiled on the decoders
+STAGES = ("decode", "detect", "post", "align", "embed")
 
 
 @dataclass
@@ -98,7 +98,7 @@ class _Photo:
     crops: list = field(default_factory=list)
 
 
-def _decode(path: Path, detector, stats: LibraryStats, warm: bool = False) -> _Photo:
+def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
     try:
@@ -297,13 +297,11 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
             raw = next(source, None)
             if raw is None:
                 return
-            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, True))
+            decoding.append(decoders.submit(_decode, Path(raw), detector, stats))
 
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, all_faces, keep_images, stats)
 
-    if embedder is not None and hasattr(embedder, "warm"):  # its batch programs made while the detector starts
-        decoders.submit(embedder.warm, batch)
     try:
         top_up()
         while decoding or posting:

@@ -3,12 +3,12 @@ seeded test input (facerun.agree), and it is dropped (with the reason, said once
 run carrying on on the CPU with the right answer.
 
 What is checked, and when: the first time a model runs on the GPU, the whole network is checked (every output, on
-the seeded input) at a small input size of the same model (batch 1, image sides of at most 128 pixels), and
-every kernel variant (pipeline) the program in hand needs that the small one did not use is checked on its first
-layer alone, at its own shape. That is the model's one agreement check (counted once as `gpu_checks`); those kernel
-variants are then trusted for the model. A later program (a new input size) is checked again only for kernel
-variants it needs that were not checked yet, each on its first layer alone (`gpu_variant_checks`). So a photo
-library of thousands of sizes pays one check per model and device, plus a few single-layer checks.
+the seeded input) at the input size in hand, at batch 1 (a batch program's kernel variants that batch 1 did not use
+are then checked on their first layer alone, at the batch's shape). That is the model's one agreement check
+(`gpu_checks`); the kernel variants it ran are then trusted for the model. A later program (a new input size or
+batch) is checked only for kernel variants it needs that were not checked yet, each on its first layer alone, at its
+own shape (`gpu_variant_checks`). So a photo library of thousands of sizes pays one check per model and device,
+plus a few single-layer checks. Check programs run in buffers of their own, not the model's shared arena.
 
 `attach(net)` sets `net.gpu` (a CheckedGpu) or `net.gpu_reason`; `Net` then calls `net.gpu.run(prog, feeds)`, which
 returns the outputs or None (meaning: run this on the CPU).
@@ -124,7 +124,7 @@ class CheckedGpu:
             with counters.timed("gpu_checks_cpu"):
                 want = self.cpu_run(prog, inputs)
         with counters.timed("gpu_checks_gpu"):
-            gp = self.model.compile(prog) if whole is prog else self.model.compile_once(whole)
+            gp = self.model.compile(whole)  # the batch-1 program is the model's own too: cached
             got = gp.run(inputs)
         why = disagreement(want, got)
         if why is not None:
@@ -145,17 +145,17 @@ class CheckedGpu:
         self.verified |= new
 
     def _layers_using(self, prog: P.Program, keys: set[str]) -> list[P.Step] | None:
-        """The first step using each kernel variant in `keys`, or None when one is outside the convolutions (none
-        today: the other kernels do not depend on shapes), so the program is checked whole."""
+        """The first step using each kernel variant in `keys`, or None when one is outside the convolutions and
+        fully connected layers (the other kernels do not depend on shapes), so the program is checked whole."""
         gp = self.model.compile(prog)
         first_step: dict[str, P.Step] = {}
         for st in prog.steps:
             first_step.setdefault(st.node, st)
-        layers: dict[int, P.Conv] = {}
+        layers: dict[int, P.Step] = {}
         for d in gp.dispatches:
             if d.kernel.key in keys:
                 st = first_step.get(d.node)
-                if not isinstance(st, P.Conv):
+                if not isinstance(st, (P.Conv, P.Gemm)):
                     return None
                 layers.setdefault(id(st), st)
         return list(layers.values())

@@ -84,9 +84,11 @@ class GpuModel:
     def compiled_count(self) -> int:
         return len(self._programs)
 
-    def _compile(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
+    def _compile(self, prog: P.Program, force: dict | None = None, shared: bool = True) -> GpuProgram:
+        """`prog` for the device, in the model's shared arena (shared=False: buffers of its own, for a program run
+        once, so it neither grows the arena nor evicts bind groups)."""
         try:
-            return GpuProgram(self.dev, prog, self.weights, force, self.arena)
+            return GpuProgram(self.dev, prog, self.weights, force, self.arena if shared else None)
         except PlanError as e:
             raise DoesNotFit(f"this program does not fit the GPU: {e}") from None
         except GpuError:
@@ -100,12 +102,12 @@ class GpuModel:
         return self.compile(prog).run(inputs)
 
     def compile_once(self, prog: P.Program) -> GpuProgram:
-        """The compiled form of `prog`, not cached: for programs used a single time (checks)."""
-        return self._compile(prog)
+        """The compiled form of `prog`, not cached, in buffers of its own: for programs used a single time (checks)."""
+        return self._compile(prog, shared=False)
 
     def run_once(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
-        """Compile `prog` (not cached) and run it once: for programs used a single time (checks)."""
-        return self._compile(prog).run(inputs)
+        """Compile `prog` (not cached, buffers of its own) and run it once: for programs used a single time (checks)."""
+        return self._compile(prog, shared=False).run(inputs)
 
     def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]]:
         """Several inputs of the same shape through `prog`, in one submission."""
@@ -120,7 +122,7 @@ class GpuModel:
         saved = [st.frees for st in prog.steps]  # the steps are shared with `prog`: restore their lifetimes
         try:
             every.assign_lifetimes()
-            gp = self._compile(every)
+            gp = self._compile(every, shared=False)  # every value kept: far larger than the arena
         finally:
             for st, f in zip(prog.steps, saved):
                 st.frees = f
@@ -140,7 +142,7 @@ class GpuModel:
             with self._lock:
                 hit = self._convs.get(key)
                 if hit is None or hit[0] is not step:
-                    hit = (step, self._compile(one_conv_program(prog, step)))
+                    hit = (step, self._compile(one_conv_program(prog, step), shared=False))
                     self._convs[key] = hit
             feeds = {"x": x}
             if len(args) > 1:
@@ -158,20 +160,21 @@ class GpuModel:
         return cpu.run_program(prog, inputs, conv=self.conv_hook(prog))
 
 
-def one_conv_program(prog: P.Program, step: P.Conv) -> P.Program:
-    """A program of `prog`'s convolution `step` alone, its shapes taken from `prog` (inputs "x" and, with a
-    residual, "residual"; output "y")."""
+def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm) -> P.Program:
+    """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog` (inputs "x"
+    and, with a residual, "residual"; output "y")."""
     xshape, yshape = prog.values[step.x].shape, prog.values[step.out].shape
     values = [P.Value(0, "x", tuple(xshape), "input", 0)]
     inputs = [("x", 0)]
     res = None
-    if step.residual is not None:
+    if getattr(step, "residual", None) is not None:
         values.append(P.Value(1, "residual", tuple(yshape), "input", 1))
         inputs.append(("residual", 1))
         res = 1
     out = len(values)
     values.append(P.Value(out, "y", tuple(yshape), "temp", out))
-    conv = dataclasses.replace(step, out=out, x=0, residual=res)
-    one = P.Program(values, [conv], inputs, [("y", out)])
+    one_step = (dataclasses.replace(step, out=out, x=0, residual=res) if isinstance(step, P.Conv)
+                else dataclasses.replace(step, out=out, x=0))
+    one = P.Program(values, [one_step], inputs, [("y", out)])
     one.assign_lifetimes()
     return one
