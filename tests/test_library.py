@@ -128,8 +128,9 @@ def test_the_whole_check_runs_once_at_batch_one(gpu):
     paid = counters.since(before)
     assert paid["gpu_checks"] == 1 and "gpu_variant_checks" not in paid
     whole = len(net.program((1, 3, 112, 112)).steps)
-    assert checked[0] == ((1, 3, 112, 112), whole)  # the whole network at batch 1, then single layers at batch 8
-    assert len(checked) > 1 and all(shape[0] == 8 and steps == 1 for shape, steps in checked[1:])
+    assert checked[0] == ((1, 3, 112, 112), whole)  # the whole network at batch 1, then single layers
+    assert len(checked) > 1 and all(steps == 1 for _, steps in checked[1:])
+    assert sum(shape[0] == 1 for shape, _ in checked[1:]) > len(checked[1:]) // 2  # most at batch 1, plan forced
     before = counters.snapshot()
     embedder.embed(crops[:5])  # the same padded batch: nothing more to check
     assert "gpu_checks" not in counters.since(before) and "gpu_variant_checks" not in counters.since(before)

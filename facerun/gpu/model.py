@@ -101,9 +101,10 @@ class GpuModel:
             inputs = {prog.inputs[0][0]: inputs}
         return self.compile(prog).run(inputs)
 
-    def compile_once(self, prog: P.Program) -> GpuProgram:
-        """The compiled form of `prog`, not cached, in buffers of its own: for programs used a single time (checks)."""
-        return self._compile(prog, shared=False)
+    def compile_once(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
+        """The compiled form of `prog`, not cached, in buffers of its own: for programs used a single time (checks).
+        `force` as in compile."""
+        return self._compile(prog, force, shared=False)
 
     def run_once(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
         """Compile `prog` (not cached, buffers of its own) and run it once: for programs used a single time (checks)."""
@@ -160,10 +161,12 @@ class GpuModel:
         return cpu.run_program(prog, inputs, conv=self.conv_hook(prog))
 
 
-def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm) -> P.Program:
-    """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog` (inputs "x"
-    and, with a residual, "residual"; output "y")."""
+def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm, batch: int | None = None) -> P.Program:
+    """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog`, or with
+    their leading (batch) dimension set to `batch` (inputs "x" and, with a residual, "residual"; output "y")."""
     xshape, yshape = prog.values[step.x].shape, prog.values[step.out].shape
+    if batch is not None:
+        xshape, yshape = (batch,) + tuple(xshape[1:]), (batch,) + tuple(yshape[1:])
     values = [P.Value(0, "x", tuple(xshape), "input", 0)]
     inputs = [("x", 0)]
     res = None
