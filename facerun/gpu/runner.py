@@ -18,7 +18,7 @@ from .. import program as P
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
-from . import pace
+from . import pace, readback
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 
@@ -189,7 +189,7 @@ class GpuProgram:
                 out[name] = np.array(v.data, np.float32).reshape(v.shape)
             else:
                 first = (at + offset) // 4
-                out[name] = flat[first : first + v.size].reshape(v.shape).copy()
+                out[name] = flat[first : first + v.size].reshape(v.shape)  # `flat` is this run's own copy
         return out
 
     # ---- running
@@ -220,13 +220,9 @@ class GpuProgram:
         per_item = -(-self.staging_bytes // 256) * 256  # copy offsets must be 4-aligned; keep items apart
 
         def prepare():
-            wgpu = _wgpu()
-            dev = self.dev.device
-            src = dev.create_buffer_with_data(label="facerun batch inputs", data=every_input,
-                                              usage=wgpu.BufferUsage.COPY_SRC)
-            staging = dev.create_buffer(label="facerun batch read-back", size=per_item * len(items),
-                                        usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-            enc = dev.create_command_encoder(label="facerun batch")
+            src, staging = self._batch_buffers(every_input.nbytes, per_item * len(items))
+            self.dev.queue.write_buffer(src, 0, every_input)
+            enc = self.dev.device.create_command_encoder(label="facerun batch")
             at = 0
             for i in range(len(items)):
                 for _, buf, v in self.inputs:
@@ -239,6 +235,20 @@ class GpuProgram:
         with self.lock, pace.turn():
             flat = self._submit("a batch", prepare)
         return [self._unpack(flat, i * per_item) for i in range(len(items))]
+
+    def _batch_buffers(self, input_bytes: int, staging_bytes: int):
+        """run_many's input and read-back buffers, kept for the next batch of the same size (a library embeds
+        batch after batch of 16 faces)."""
+        kept = getattr(self, "_batch", None)
+        if kept is None or kept[0] != (input_bytes, staging_bytes):
+            wgpu = _wgpu()
+            dev = self.dev.device
+            src = dev.create_buffer(label="facerun batch inputs", size=-(-input_bytes // 16) * 16,
+                                    usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+            staging = dev.create_buffer(label="facerun batch read-back", size=staging_bytes,
+                                        usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            kept = self._batch = ((input_bytes, staging_bytes), src, staging)
+        return kept[1], kept[2]
 
     def _submit(self, what: str, prepare, after_submit=None) -> np.ndarray:
         """Record (`prepare` -> command buffer, staging buffer), submit, wait and read the staging buffer back,
@@ -260,11 +270,7 @@ class GpuProgram:
                 after_submit()
             if D.take_injected("readback"):
                 raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
-            staging.map_sync(_wgpu().MapMode.READ)
-            try:
-                data = np.frombuffer(staging.read_mapped(copy=True), np.float32)
-            finally:
-                staging.unmap()
+            data = readback.read(self.dev.device, staging)
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
         except Exception as e:
@@ -286,9 +292,8 @@ class GpuProgram:
                 commands = enc.finish()
                 start = time.perf_counter()
                 self.dev.queue.submit([commands])
-                self.staging.map_sync(_wgpu().MapMode.READ)
+                readback.read(self.dev.device, self.staging)
                 elapsed = time.perf_counter() - start
-                self.staging.unmap()
             except Exception as e:
                 raise GpuError(f"timing the program failed: {short_error(e)}") from None
         return elapsed
