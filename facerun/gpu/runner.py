@@ -3,8 +3,9 @@
 `GpuProgram` takes a program's dispatches from lower.py, makes the device objects once (a buffer per slot, one
 uniform buffer holding every dispatch's parameters, the bind groups, a staging buffer for the outputs) and then, per
 run, writes the inputs, submits the commands and reads every output back. A re-run records nothing: the next run's
-command buffer is recorded while the GPU works on this one. Any device error on the way marks the device broken
-(device.py) and raises GpuError with the reason, so the caller carries on on the CPU.
+command buffer is recorded on a helper thread while the GPU works on this one and the outputs are read back. Any
+device error on the way marks the device broken (device.py) and raises GpuError with the reason, so the caller
+carries on on the CPU.
 """
 
 from __future__ import annotations
@@ -36,17 +37,50 @@ def short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
-def _raw_pass_calls():
-    """wgpu-native's compute-pass calls without wgpu-py's per-call error capture (which costs more than the call): a
-    program of 250 dispatches encodes in a third of the time. Errors made while encoding a pass are reported by the
-    device at finish/submit, where the runner watches for them. None if this wgpu build lacks them."""
-    try:
+class _RawCalls:
+    """wgpu-native's pass-recording calls without wgpu-py's per-call error capture (which costs more than the call):
+    a program of 250 dispatches encodes in a third of the time; beginning and ending the pass and the output copies
+    this way save another 0.3 ms a run on YuNet. Errors made while encoding are reported by the device at
+    finish/submit, where the runner watches for them."""
+
+    def __init__(self):
         from wgpu.backends.wgpu_native._ffi import ffi, lib
 
-        return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
-                lib.wgpuComputePassEncoderDispatchWorkgroups, ffi.NULL)
+        self.set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+        self.set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
+        self.dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+        self.begin = lib.wgpuCommandEncoderBeginComputePass
+        self.end = lib.wgpuComputePassEncoderEnd
+        self.release = lib.wgpuComputePassEncoderRelease
+        self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
+        self.null = ffi.NULL
+        self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
+
+
+def _raw_pass_calls() -> _RawCalls | None:
+    """The raw calls, or None if this wgpu build lacks them."""
+    try:
+        return _RawCalls()
     except Exception:
         return None
+
+
+# The next run's commands are recorded on a helper thread while this run waits and reads back (wgpu-native's calls
+# release the GIL): recording YuNet's 73 dispatches takes longer than the GPU runs them.
+BACKGROUND_RECORDING = True
+_recorder = None
+_recorder_lock = threading.Lock()
+
+
+def _record_later(fn):
+    """`fn` run on the one recording thread; a Future of its result."""
+    global _recorder
+    with _recorder_lock:
+        if _recorder is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facerun-record")
+    return _recorder.submit(fn)
 
 
 class GpuProgram:
@@ -90,7 +124,7 @@ class GpuProgram:
             pipe = self.dev.pipeline(d.kernel)
             transient = any(isinstance(r, Transient) for r in d.reads)
             self.recorded.append((pipe, None if transient else self._bind_group(i, d, {}), d.groups, i))
-        self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
+        self._ready = None  # the next run's command buffer (or its Future), recorded while the GPU ran the last one
         self.raw = _raw_pass_calls()
         if any(bg is None for _, bg, _, _ in self.recorded):
             self.raw = None  # per-run bind groups: the plain path
@@ -125,18 +159,7 @@ class GpuProgram:
 
     # ---- encoding
     def _encode(self, cp) -> None:
-        """Record every dispatch into the compute pass `cp`."""
-        if self.raw:
-            set_pipeline, set_bind_group, dispatch, null = self.raw
-            h = cp._internal
-            last = None
-            for pipe, bg, gx, gy in self.handles:
-                if pipe != last:
-                    set_pipeline(h, pipe)
-                    last = pipe
-                set_bind_group(h, 0, bg, 0, null)
-                dispatch(h, gx, gy, 1)
-            return
+        """Record every dispatch into the compute pass `cp` (wgpu-py's object; the raw path has its own, _pass)."""
         uploads: dict = {}
         last = None
         for pipe, bg, (gx, gy), i in self.recorded:
@@ -150,15 +173,38 @@ class GpuProgram:
 
     def _pass(self, enc, repeat: int = 1) -> None:
         """One compute pass over the dispatches (`repeat` times over, for timing)."""
-        cp = enc.begin_compute_pass(label="facerun")
-        for _ in range(repeat):
-            self._encode(cp)
-        cp.end()
+        raw = self.raw
+        if not raw:
+            cp = enc.begin_compute_pass(label="facerun")
+            for _ in range(repeat):
+                self._encode(cp)
+            cp.end()
+            return
+        set_pipeline, set_bind_group, dispatch, null = raw.set_pipeline, raw.set_bind_group, raw.dispatch, raw.null
+        h = raw.begin(enc._internal, raw.pass_desc)
+        try:
+            for _ in range(repeat):
+                last = None
+                for pipe, bg, gx, gy in self.handles:
+                    if pipe != last:
+                        set_pipeline(h, pipe)
+                        last = pipe
+                    set_bind_group(h, 0, bg, 0, null)
+                    dispatch(h, gx, gy, 1)
+            raw.end(h)
+        finally:
+            raw.release(h)
 
     def _copy_outputs(self, enc, staging, at: int) -> None:
+        copy = self.raw.copy if self.raw else None
         for _, vid, slot, offset in self.outputs:
-            if slot is not None:
-                enc.copy_buffer_to_buffer(self.buffers[slot], 0, staging, at + offset, self.prog.values[vid].nbytes)
+            if slot is None:
+                continue
+            src, nbytes = self.buffers[slot], self.prog.values[vid].nbytes
+            if copy is not None:
+                copy(enc._internal, src._internal, 0, staging._internal, at + offset, nbytes)
+            else:
+                enc.copy_buffer_to_buffer(src, 0, staging, at + offset, nbytes)
 
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
@@ -199,14 +245,16 @@ class GpuProgram:
         def prepare():
             for (_, buf, _), a in zip(self.inputs, arrays):
                 self.dev.queue.write_buffer(buf, 0, a)
-            commands, self._ready = self._ready, None
-            if commands is None:
+            ready, self._ready = self._ready, None
+            if ready is None:
                 commands = self._commands()
+            else:
+                commands = ready.result() if hasattr(ready, "result") else ready  # a Future, or recorded in line
             return commands, self.staging
 
         def record_next():
             if self.raw:  # the next run then only writes its inputs and submits
-                self._ready = self._commands()
+                self._ready = _record_later(self._commands) if BACKGROUND_RECORDING else self._commands()
 
         with self.lock, pace.turn():
             flat = self._submit("the program", prepare, record_next)
