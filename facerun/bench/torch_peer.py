@@ -33,15 +33,16 @@ class Unsupported(Exception):
 
 
 class TorchProgram:
-    """`prog` on torch's CUDA device: weights uploaded once, run(inputs) -> outputs by name as numpy arrays."""
+    """`prog` on torch's CUDA device (`device`: another torch device, for tests): weights uploaded once,
+    run(inputs) -> outputs by name as numpy arrays."""
 
-    def __init__(self, prog: P.Program, tf32: bool):
+    def __init__(self, prog: P.Program, tf32: bool, device: str = "cuda"):
         import torch
 
         self.torch = torch
         self.prog = prog
         self.tf32 = tf32
-        self.dev = torch.device("cuda")
+        self.dev = torch.device(device)
         self.consts = {v.id: self._t(v.data) for v in prog.values if v.kind == "const" and v.data is not None}
         self.steps = [(st, self._compile(st)) for st in prog.steps]
 
