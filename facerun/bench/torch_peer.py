@@ -28,8 +28,51 @@ def unavailable() -> str | None:
     return None
 
 
-class Unsupported(Exception):
+class Skipped(Exception):
+    """Why a bench row of this peer cannot run here."""
+
+
+class Unsupported(Skipped):
     """A step this peer does not run (the bench row says which)."""
+
+
+def bench_runner(net, path: str, x, xb, names, cache: dict):
+    """The bench's timed function for a torch path: `net`'s program (the batch program on xb for a -batch path; item by
+    item when the file is fixed at batch 1 and its batch program cannot be shown to keep the items apart), TF32
+    unless the path is a -strict one. The TorchPrograms are kept in `cache`. Raises Skipped with the reason."""
+    why = unavailable()
+    if why:
+        raise Skipped(why)
+    feed, tf32 = net.input_name, not path.startswith("torch-cuda-strict")
+    prog, items = net.program(x.shape), False
+    if xb is not None:
+        batch_prog = net.program(xb.shape) if net.batch_free else net.batch_program(xb.shape)
+        prog, items = (batch_prog, False) if batch_prog is not None else (prog, True)
+    key = ("torch", id(prog), tf32)
+    if key not in cache:
+        try:
+            cache[key] = TorchProgram(prog, tf32)
+        except Skipped as e:
+            cache[key] = Skipped(f"torch peer: {e}")
+        except Exception as e:  # CUDA out of memory while uploading the weights
+            cache[key] = Skipped(f"torch failed: {type(e).__name__}: {str(e).strip()[:200]}")
+    tp = cache[key]
+    if isinstance(tp, Skipped):
+        raise tp
+
+    def typed(out: dict) -> dict:  # by the model's output names, integer outputs folded at compile time included
+        return {n: prog.exact_outputs.get(n, out.get(n)) for n in names}
+
+    if xb is None:
+        return lambda: typed(tp.run({feed: x}))
+    if not items:
+        return lambda: typed(tp.run({feed: xb}))
+
+    def one_by_one():
+        outs = [typed(tp.run({feed: xb[i:i + 1]})) for i in range(xb.shape[0])]
+        return {n: np.concatenate([o[n] for o in outs]) for n in names}
+
+    return one_by_one
 
 
 class TorchProgram:
