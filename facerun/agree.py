@@ -54,12 +54,6 @@ GPU = Tolerance(GPU_TOLERANCE)  # the GPU path against the CPU interpreter (pari
 # the checked attachment's gate: looser on small outputs, and every embedding of a batch in the right direction
 GPU_CHECK = Tolerance(GPU_TOLERANCE, floor=1.0, row_cosine=MIN_COSINE)
 EMBEDDING = Tolerance(None, min_cosine=MIN_COSINE)  # bench: embeddings compared by direction
-# --precision f16 (half-float convolution tiles): embeddings keep a cosine of 0.9995, other outputs (a detector's
-# score and box maps) within 2e-2 of their range; the gate of its checked attachment and its bench rows
-F16_MIN_COSINE = 0.9995
-F16_TOLERANCE = 2e-2
-F16_CHECK = Tolerance(F16_TOLERANCE, floor=1.0, row_cosine=F16_MIN_COSINE)
-F16_EMBEDDING = Tolerance(None, min_cosine=F16_MIN_COSINE)
 # a batch program against single runs, both on the CPU: only summation order may differ
 BATCH_ITEMS = Tolerance(TOLERANCE, floor=1.0, scale="magnitude")
 

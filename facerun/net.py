@@ -276,16 +276,15 @@ def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def load(model, device: str = "cpu", precision: str = "f32") -> Net:
+def load(model, device: str = "cpu") -> Net:
     """Load a model as a Net: an ONNX file, a known model's or a replica's name, or a ModelCard (facerun.zoo.card).
-    device: "cpu", "gpu" (error if unusable) or "auto". precision "f16": the GPU's convolutions in half floats (with
-    float sums across K), used only when they agree with the CPU within agree.F16_CHECK (else f32, saying why)."""
+    device: "cpu", "gpu" (error if unusable) or "auto"."""
     card = identify(model)
     net = Net(read_model(card.path), card=card)
     if device in ("gpu", "auto"):
         from .gpu.checked import attach
 
-        attach(net, required=(device == "gpu"), precision=precision)
+        attach(net, required=(device == "gpu"))
     elif device != "cpu":
         raise InputError(f"unknown device '{device}' (cpu, gpu or auto)")
     return net

@@ -9,8 +9,6 @@ For every model and input size, one row per *path*:
   onnxruntime        onnxruntime's CPU provider on the same input: the outside peer (when installed)
   cpu-batch, onnxruntime-batch   the batched run on the CPU paths, for a like-for-like batch comparison
   onnxruntime-webgpu(-batch)     onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin), a GPU peer
-  gpu-f16, gpu-f16-batch   the GPU path with --precision f16 (half-float convolution tiles), judged by agree's f16
-                     tolerances; a row saying why when the model was refused f16 (it then runs f32)
   torch-cuda(-batch), torch-cuda-strict(-batch)   facerun's own program run eagerly by torch on CUDA (cuDNN), with
                      TF32 on (torch's default for convolutions) and in strict fp32: the native GPU peer
 
@@ -41,14 +39,13 @@ from ..io import write_json
 from ..zoo.card import ModelCard
 from .saved import RatioRow, compare, load_result
 
-PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-batch", "gpu-f16", "gpu-f16-batch", "onnxruntime",
-         "onnxruntime-batch", "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda", "torch-cuda-batch",
-         "torch-cuda-strict", "torch-cuda-strict-batch")
+PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime", "onnxruntime-batch",
+         "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda", "torch-cuda-batch", "torch-cuda-strict",
+         "torch-cuda-strict-batch")
 DEFAULT_PATHS = ("cpu", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime")
-F16_PATHS = frozenset({"gpu-f16", "gpu-f16-batch"})
-GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-batch"}) | F16_PATHS
-BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "gpu-f16-batch", "onnxruntime-batch", "onnxruntime-webgpu-batch",
-                         "torch-cuda-batch", "torch-cuda-strict-batch"})
+GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-batch"})
+BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "onnxruntime-batch", "onnxruntime-webgpu-batch", "torch-cuda-batch",
+                         "torch-cuda-strict-batch"})
 # onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin): a GPU peer, judged like facerun's GPU
 WEBGPU_PATHS = frozenset({"onnxruntime-webgpu", "onnxruntime-webgpu-batch"})
 # torch on CUDA running facerun's program (facerun.bench.torch_peer), judged like facerun's GPU
@@ -229,10 +226,9 @@ def _items(outputs: dict, names: list[str], n: int, i: int) -> dict:
     return res
 
 
-def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance: float,
-          embedding: agree.Tolerance = agree.EMBEDDING):
+def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance: float):
     """(max abs, min cosine, ok) over (got, want) output dicts. Embedders pass on cosine, others on max abs."""
-    rule = embedding if kind == "embedder" else agree.Tolerance(tolerance)
+    rule = agree.EMBEDDING if kind == "embedder" else agree.Tolerance(tolerance)
     diffs = [agree.compare(name, got[name], want[name], rule) for got, want in pairs for name in names]
     max_abs = max((d.max_abs for d in diffs), default=0.0)
     cosine = min((d.cosine for d in diffs), default=1.0)
@@ -296,11 +292,6 @@ class _Case:
         if path == "gpu-batch":
             prog = net.program(xb.shape if net.batch_free else x.shape)
             return lambda: net.run_batch(xb), prog
-        if path in F16_PATHS:
-            n16 = self.net_for(path)
-            if path == "gpu-f16":
-                return lambda: n16.run(x), n16.program(x.shape)
-            return lambda: n16.run_batch(xb), n16.program(xb.shape if n16.batch_free else x.shape)
         if path in ("onnxruntime", "onnxruntime-batch") or path in WEBGPU_PATHS:
             sess = self._session("webgpu" if path in WEBGPU_PATHS else "cpu")
             feed = net.input_name
@@ -313,20 +304,6 @@ class _Case:
         if path in TORCH_PATHS:
             return self._torch(path, xb), None
         raise _Skip(f"unknown path {path}")
-
-    def net_for(self, path: str):
-        """The Net a path runs: the case's own, or for the f16 paths the same model loaded with precision f16."""
-        if path not in F16_PATHS:
-            return self.net
-        if "f16-net" not in self.sessions:
-            from ..net import load
-
-            n16 = load(self.net.card, device="auto", precision="f16")
-            self.sessions["f16-net"] = n16 if n16.gpu is not None else _Skip(f"no GPU: {n16.gpu_reason}")
-        n16 = self.sessions["f16-net"]
-        if isinstance(n16, _Skip):
-            raise n16
-        return n16
 
     def _torch(self, path: str, xb):
         from . import torch_peer
@@ -400,11 +377,8 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         row.note = f"failed: {e}"
         row.ok = False
         return row
-    if path in F16_PATHS and case.net_for(path).gpu is not None and case.net_for(path).gpu.precision_reason:
-        row.note = case.net_for(path).gpu.precision_reason  # timed in f32: not an f16 row
-        return row
     if path in GPU_PATHS:
-        fallback = _gpu_fallback(case.net_for(path), prog)
+        fallback = _gpu_fallback(case.net, prog)
         if fallback is not None:
             row.note, failed = fallback
             row.ok = False if failed else None
@@ -422,12 +396,7 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         return row
     tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in PEER_GPU_PATHS else agree.TOLERANCE
     try:
-        if path in F16_PATHS:
-            tolerance, embedding = agree.F16_TOLERANCE, agree.F16_EMBEDDING
-        else:
-            embedding = agree.EMBEDDING
-        row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch), case.names, tolerance,
-                                                              embedding)
+        row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch), case.names, tolerance)
     except FacerunError as e:
         row.note = f"no parity: {e}"
     return row

@@ -36,19 +36,16 @@ class Disagreement(GpuError):
     """The GPU's outputs differ from the CPU interpreter's on the check input."""
 
 
-def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray], precision: str = "f32") -> str | None:
-    """Why the GPU's outputs do not match the CPU's, or None when they agree within facerun.agree.GPU_CHECK (F16_CHECK
-    for a half-float precision)."""
-    return agree.disagreement(cpu, gpu, agree.GPU_CHECK if precision == "f32" else agree.F16_CHECK)
+def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> str | None:
+    """Why the GPU's outputs do not match the CPU's, or None when they agree within facerun.agree.GPU_CHECK."""
+    return agree.disagreement(cpu, gpu, agree.GPU_CHECK)
 
 
 class CheckedGpu:
     """A model's GPU, used only for programs it was checked on, dropped on the first device error.
 
     run(prog, feeds) -> outputs, or None when this run belongs on the CPU. `reason` says why the GPU is not used
-    (None while it is); `program_reasons` why single programs run on the CPU (too large for the device, say). A model
-    asked for in half floats (GpuModel precision f16) that disagrees with the CPU goes on in f32, `precision_reason`
-    saying why.
+    (None while it is); `program_reasons` why single programs run on the CPU (too large for the device, say).
     """
 
     def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None):
@@ -62,7 +59,6 @@ class CheckedGpu:
         self.program_reasons: dict[int, str] = {}
         self.whole_checked = False  # the whole network agreed once (on the first program run)
         self.verified: set[str] = set()  # kernel variants that agreed with the CPU
-        self.precision_reason: str | None = None  # why a half-float model went back to f32
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
 
@@ -113,7 +109,7 @@ class CheckedGpu:
         inputs = test_inputs(prog)
         want = self.cpu_run(prog, inputs)
         got = self.model.run(prog, inputs)
-        why = disagreement(want, got, self.model.precision)
+        why = disagreement(want, got)
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
         self.verified |= self.model.compile(prog).kernel_keys
@@ -138,23 +134,10 @@ class CheckedGpu:
         for st in layers.values():
             one = one_conv_program(prog, st)
             inputs = test_inputs(one)
-            why = disagreement(self.cpu_run(one, inputs), self.model.run_once(one, inputs), self.model.precision)
+            why = disagreement(self.cpu_run(one, inputs), self.model.run_once(one, inputs))
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
         self.verified |= gp.kernel_keys
-
-    def _check_first(self, prog: P.Program) -> None:
-        """The whole check of the first program; a half-float model that fails it goes on in f32 (checked again)."""
-        try:
-            self.check(prog)
-        except Disagreement as e:
-            if self.model.precision == "f32":
-                raise
-            self.precision_reason = f"precision {self.model.precision} refused, running f32: {e}"
-            log.warning("%s", self.precision_reason)
-            self.model = GpuModel(dev=self.model.dev)
-            self.verified = set()
-            self.check(prog)
 
     def forget(self, prog: P.Program) -> None:
         """`prog` was dropped by its model: drop its compiled form and what was noted about it."""
@@ -179,7 +162,7 @@ class CheckedGpu:
         try:
             with self._check_lock:
                 if not self.whole_checked:
-                    self._check_first(prog)
+                    self.check(prog)
                 else:
                     new = self.model.compile(prog).kernel_keys - self.verified
                     if new:
@@ -200,10 +183,9 @@ class CheckedGpu:
             return None
 
 
-def attach(net, required: bool = False, budget_mb: float | None = None, precision: str = "f32") -> CheckedGpu | None:
+def attach(net, required: bool = False, budget_mb: float | None = None) -> CheckedGpu | None:
     """Give `net` a checked GPU (`net.gpu`), or say why not (`net.gpu_reason`). required=True (device="gpu") raises
-    GpuError when there is no usable GPU, and when the GPU disagrees with the CPU. precision "f16" (plan.PRECISIONS):
-    the convolutions in half floats, under the looser gate agree.F16_CHECK; refused there, the model runs f32."""
+    GpuError when there is no usable GPU, and when the GPU disagrees with the CPU."""
     try:
         model = GpuModel(budget_mb=budget_mb)
     except GpuError as e:
@@ -212,20 +194,12 @@ def attach(net, required: bool = False, budget_mb: float | None = None, precisio
         if required:
             raise
         return None
-    refused = None
-    if precision != "f32":
-        try:
-            model = GpuModel(budget_mb=budget_mb, dev=model.dev, precision=precision)
-        except GpuError as e:  # no half floats on this device
-            refused = f"precision {precision} refused, running f32: {e}"
-            log.warning("%s", refused)
 
     def dropped(why: str) -> None:
         net.gpu = None
         net.gpu_reason = why
 
     gpu = CheckedGpu(model, strict=required, on_drop=dropped)
-    gpu.precision_reason = refused
     net.gpu = gpu
     net.gpu_reason = None
     return gpu

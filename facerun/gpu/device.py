@@ -43,8 +43,6 @@ NEEDS = {
     "max-compute-workgroup-size-x": 256,
     "max-compute-workgroup-storage-size": 16384,
 }
-# Optional features asked of the device when the adapter has them: half floats for --precision f16.
-OPTIONAL_FEATURES = ("shader-f16",)
 # Limits asked of the device at the adapter's own (usually larger) values.
 TAKE_LIMITS = (
     "max-storage-buffer-binding-size",
@@ -388,7 +386,6 @@ class Device:
         return f"{self.name} ({self.backend})"
 
     trusted: bool = False  # kernels marked trusted compile without the shader compiler's bounds checks
-    features: frozenset = frozenset()  # the optional features asked of the device (OPTIONAL_FEATURES it has)
 
     def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
@@ -444,8 +441,7 @@ def _make_device(adapter, row: dict) -> Device:
 
     have = dict(adapter.limits)
     required = {k: have[k] for k in TAKE_LIMITS if k in have}
-    features = [f for f in OPTIONAL_FEATURES if f in adapter.features]
-    dev = adapter.request_device_sync(label="facerun", required_limits=required, required_features=features)
+    dev = adapter.request_device_sync(label="facerun", required_limits=required)
     lim = dict(dev.limits)
     limits = Limits(
         max_workgroups_per_dim=int(lim["max-compute-workgroups-per-dimension"]),
@@ -453,8 +449,7 @@ def _make_device(adapter, row: dict) -> Device:
         max_invocations=int(lim["max-compute-invocations-per-workgroup"]),
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
     )
-    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build(),
-               features=frozenset(features))
+    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build())
     kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform,
              kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
     kinds.update({b: wgpu.BufferBindingType.read_only_storage for b in kernels.READ_BINDINGS})

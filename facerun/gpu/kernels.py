@@ -128,17 +128,11 @@ class Kernel:
         spec = ",".join(f"{k}={v}" for k, v in self.subst)
         return f"{self.file}:{self.entry}" + (f"[{spec}]" if spec else "")
 
-    @property
-    def f16(self) -> bool:
-        """Whether the module uses half floats (it needs the device feature shader-f16)."""
-        return bool(dict(self.subst).get("F16"))
-
     def code(self) -> str:
         """The module's WGSL: the generated constants, common.wgsl, epilogue.wgsl when asked, then the source with its
         preambles written out and its template filled in."""
         body = specialise(expand_preambles(source_text(self.file)), dict(self.subst))
-        parts = ["enable f16;"] if self.f16 else []
-        parts += [constants(), source_text("common.wgsl")]
+        parts = [constants(), source_text("common.wgsl")]
         if self.epilogue:
             parts.append(source_text("epilogue.wgsl"))
         parts.append(body)
@@ -197,20 +191,13 @@ def specialise(text: str, consts: dict) -> str:
     return "\n".join(expand(0, dict(consts))[0])
 
 
-# The tiled kernel's precisions (plan.PRECISIONS): the shared tiles' element and the type the products are made in.
-_TILE_TYPES = {"f32": ("vec4<f32>", "f32", ""), "f16": ("vec4<f16>", "f16", ""),
-               "f16-acc32": ("vec4<f16>", "f16", "vec4<f32>")}
-
-
-def tiled_conv(tile: Tile, pointwise: bool, partial: bool, precision: str = "f32") -> Kernel:
+def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
     tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
     wg = tx * ty
     a_vec = tile.bk * tile.bm // 4
-    shared, scalar, mul = _TILE_TYPES[precision]
     subst = dict(BM=tile.bm, BN=tile.bn, BK=tile.bk, TM=tile.tm, TN=tile.tn, MV=tile.tm // 4, NV=tile.tn // 4, TX=tx,
                  TY=ty, WG=wg, A_VEC=a_vec, A_LOADS=-(-a_vec // wg), B_ROWS=wg // tile.bn,
                  B_LOADS=tile.bk // (wg // tile.bn), KU=tile.ku, POINTWISE=pointwise, PARTIAL=partial)
-    subst.update(F16=precision != "f32", ACC16=precision == "f16", SH=shared, SE=scalar, MUL=mul)
     return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
@@ -230,7 +217,7 @@ def conv_kernel(plan: ConvPlan) -> Kernel:
         return DEPTHWISE_CONV
     if plan.kernel == "direct":
         return DIRECT_CONV
-    return tiled_conv(plan.tile, plan.pointwise, plan.partial, plan.precision)
+    return tiled_conv(plan.tile, plan.pointwise, plan.partial)
 
 
 def gemm_kernel(plan: GemmPlan) -> Kernel:

@@ -22,7 +22,7 @@ from ..errors import GpuError
 from ..lru import LruCache, budget_from_env
 from . import device as D
 from .memory import WeightStore, budget_bytes
-from .plan import PRECISIONS, PlanError
+from .plan import PlanError
 from .runner import GpuProgram, short_error
 
 PROGRAM_BUDGET_MB = 1024
@@ -39,13 +39,8 @@ class GpuModel:
     per-convolution mode's hook for `cpu.run_program(prog, inputs, conv=model.conv_hook(prog))`.
     """
 
-    def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None, precision: str = "f32"):
+    def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None):
         self.dev = dev or D.get_device()
-        if precision not in PRECISIONS:
-            raise GpuError(f"precision {precision} is not one of {', '.join(PRECISIONS)}")
-        if precision != "f32" and "shader-f16" not in self.dev.features:
-            raise GpuError(f"precision {precision} needs half floats, which {self.dev.label} does not offer")
-        self.precision = precision  # of the tiled convolutions (plan.PRECISIONS)
         self.weights = WeightStore(budget_bytes(budget_mb))
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
                                   lambda hit: hit[1].device_bytes,
@@ -87,8 +82,6 @@ class GpuModel:
         return len(self._programs)
 
     def _compile(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
-        if self.precision != "f32":
-            force = {"precision": self.precision, **(force or {})}
         try:
             return GpuProgram(self.dev, prog, self.weights, force)
         except PlanError as e:

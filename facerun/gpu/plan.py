@@ -17,10 +17,6 @@ TARGET_WORKGROUPS = 264  # about two per multiprocessor on the largest GPUs (132
 MIN_K_PER_SPLIT = 128
 # Most dimensions an indexed kernel (copy, broadcasting binary, matmul batch) takes, after merging.
 MAX_DIMS = 6
-# The tiled convolution's precisions: f32; f16 (half-float tiles, each K step's products summed in half floats and
-# added to float accumulators); f16-acc32 (half-float tiles, products and sums in floats). Both f16 ones need the
-# device feature shader-f16.
-PRECISIONS = ("f32", "f16", "f16-acc32")
 
 
 class PlanError(Exception):
@@ -182,7 +178,6 @@ class ConvPlan:
     groups: int = 1
     pointwise: bool = False  # tiled: the im2col matrix is the input itself (no tap table)
     threads: int = 0  # direct / depthwise: threads of the main dispatch (one per output, or per four of a row)
-    precision: str = "f32"  # tiled: one of PRECISIONS
 
     @property
     def partial(self) -> bool:
@@ -198,7 +193,7 @@ class ConvPlan:
     def describe(self) -> str:
         if self.tile is None:
             return self.kernel
-        s = f"tiled {self.tile.name}" + (f" {self.precision}" if self.precision != "f32" else "")
+        s = f"tiled {self.tile.name}"
         return s + (f" split-K {self.splits}x{self.k_chunk}" if self.splits > 1 else "")
 
 
@@ -244,11 +239,8 @@ def fits(tile: Tile, limits: Limits) -> bool:
 
 
 def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None = None,
-              force_tile: str | None = None, precision: str = "f32") -> ConvPlan:
-    """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` are for tests and tuning;
-    `precision` (PRECISIONS) applies to the tiled kernel (the direct ones stay f32: they are memory bound)."""
-    if precision not in PRECISIONS:
-        raise PlanError(f"precision {precision} is not one of {', '.join(PRECISIONS)}")
+              force_tile: str | None = None) -> ConvPlan:
+    """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` are for tests and tuning."""
     m, n, k, g = s.m, s.n, s.k, s.groups
     in_bytes = s.batch * s.cin * s.h * s.w * 4
     out_values = s.batch * s.cout * s.oh * s.ow
@@ -285,8 +277,7 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
     splits = ceil_div(k, k_chunk)
     main = grid(tiles * splits, limits)
     reduce = flat_grid(out_values, limits) if splits > 1 else None
-    return ConvPlan("tiled", tile, splits, k_chunk, kpad, mpad, tiles_m, tiles_n, main, reduce, g, s.pointwise,
-                    precision=precision)
+    return ConvPlan("tiled", tile, splits, k_chunk, kpad, mpad, tiles_m, tiles_n, main, reduce, g, s.pointwise)
 
 
 # ------------------------------------------------------------------------------------------------- gemm / gemv

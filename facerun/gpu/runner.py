@@ -3,9 +3,8 @@
 `GpuProgram` takes a program's dispatches from lower.py, makes the device objects once (a buffer per slot, one
 uniform buffer holding every dispatch's parameters, the bind groups, a staging buffer for the outputs) and then, per
 run, writes the inputs, submits the commands and reads every output back. A re-run records nothing: the next run's
-command buffer is recorded on a helper thread while the GPU works on this one and the outputs are read back. Any
-device error on the way marks the device broken (device.py) and raises GpuError with the reason, so the caller
-carries on on the CPU.
+command buffer is recorded while the GPU works on this one. Any device error on the way marks the device broken
+(device.py) and raises GpuError with the reason, so the caller carries on on the CPU.
 """
 
 from __future__ import annotations
@@ -65,24 +64,6 @@ def _raw_pass_calls() -> _RawCalls | None:
         return None
 
 
-# The next run's commands are recorded on a helper thread while this run waits and reads back (wgpu-native's calls
-# release the GIL): recording YuNet's 73 dispatches takes longer than the GPU runs them.
-BACKGROUND_RECORDING = True
-_recorder = None
-_recorder_lock = threading.Lock()
-
-
-def _record_later(fn):
-    """`fn` run on the one recording thread; a Future of its result."""
-    global _recorder
-    with _recorder_lock:
-        if _recorder is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facerun-record")
-    return _recorder.submit(fn)
-
-
 class GpuProgram:
     """A program compiled for the device: dispatches, buffers and bind groups, ready to run again and again.
 
@@ -124,7 +105,7 @@ class GpuProgram:
             pipe = self.dev.pipeline(d.kernel)
             transient = any(isinstance(r, Transient) for r in d.reads)
             self.recorded.append((pipe, None if transient else self._bind_group(i, d, {}), d.groups, i))
-        self._ready = None  # the next run's command buffer (or its Future), recorded while the GPU ran the last one
+        self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
         self.raw = _raw_pass_calls()
         if any(bg is None for _, bg, _, _ in self.recorded):
             self.raw = None  # per-run bind groups: the plain path
@@ -245,16 +226,14 @@ class GpuProgram:
         def prepare():
             for (_, buf, _), a in zip(self.inputs, arrays):
                 self.dev.queue.write_buffer(buf, 0, a)
-            ready, self._ready = self._ready, None
-            if ready is None:
+            commands, self._ready = self._ready, None
+            if commands is None:
                 commands = self._commands()
-            else:
-                commands = ready.result() if hasattr(ready, "result") else ready  # a Future, or recorded in line
             return commands, self.staging
 
         def record_next():
             if self.raw:  # the next run then only writes its inputs and submits
-                self._ready = _record_later(self._commands) if BACKGROUND_RECORDING else self._commands()
+                self._ready = self._commands()
 
         with self.lock, pace.turn():
             flat = self._submit("the program", prepare, record_next)

@@ -62,10 +62,8 @@ struct Params {
 // the gather needs no division (unused when POINTWISE)
 #bindings x, wt: vec4<f32>, epi, res, taps: vec4<i32>
 
-// F16: the tiles hold half floats (the module then starts with `enable f16;`); with ACC16 each BK step's products
-// are also summed in half floats, then added to the float accumulators (f32 across K)
-var<workgroup> tile_a: array<${SH}, ${BK * BM // 4}>;
-var<workgroup> tile_b: array<${SH}, ${BK * BN // 4}>;
+var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;
+var<workgroup> tile_b: array<vec4<f32>, ${BK * BN // 4}>;
 
 // One output position's im2col column: where its input window starts.
 struct Column {
@@ -140,9 +138,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #unroll i 0 TM
 #unroll j 0 NV
     var acc_${i}_${j} = vec4<f32>(0.0);
-#if ACC16
-    var hacc_${i}_${j} = vec4<f16>(0.0h);
-#end
 #end
 #end
 
@@ -169,16 +164,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
 #unroll r 0 A_LOADS
 #if (r + 1) * WG <= A_VEC
-        tile_a[tid + ${r * WG}u] = ${SH}(next_a_${r});
+        tile_a[tid + ${r * WG}u] = next_a_${r};
 #end
 #if (r + 1) * WG > A_VEC
         if (tid + ${r * WG}u < A_VEC) {
-            tile_a[tid + ${r * WG}u] = ${SH}(next_a_${r});
+            tile_a[tid + ${r * WG}u] = next_a_${r};
         }
 #end
 #end
 #unroll r 0 B_LOADS
-        tile_b[(b_at + ${r * B_ROWS * BN}u) / 4u][bcol % 4u] = ${SE}(next_b_${r});
+        tile_b[(b_at + ${r * B_ROWS * BN}u) / 4u][bcol % 4u] = next_b_${r};
 #end
         workgroupBarrier();
         // fetch the next K step while this one is multiplied
@@ -203,34 +198,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             {
                 let kk = kq + ${u}u;
 #unroll i 0 MV
-                let a${i} = ${MUL}(tile_a[kk * ${BM // 4}u + ${i * TY}u + ty]);
+                let a${i} = tile_a[kk * ${BM // 4}u + ${i * TY}u + ty];
 #end
 #unroll j 0 NV
-                let b${j} = ${MUL}(tile_b[kk * ${BN // 4}u + ${j * TX}u + tx]);
+                let b${j} = tile_b[kk * ${BN // 4}u + ${j * TX}u + tx];
 #end
 #unroll i 0 MV
 #unroll c 0 4
 #unroll j 0 NV
-#if not ACC16
                 acc_${i * 4 + c}_${j} = fma(vec4<f32>(a${i}[${c}]), b${j}, acc_${i * 4 + c}_${j});
-#end
-#if ACC16
-                hacc_${i * 4 + c}_${j} = fma(vec4<f16>(a${i}[${c}]), b${j}, hacc_${i * 4 + c}_${j});
-#end
 #end
 #end
 #end
             }
 #end
         }
-#if ACC16
-#unroll i 0 TM
-#unroll j 0 NV
-        acc_${i}_${j} += vec4<f32>(hacc_${i}_${j});
-        hacc_${i}_${j} = vec4<f16>(0.0h);
-#end
-#end
-#end
         workgroupBarrier();
         k0 = kn;
     }
