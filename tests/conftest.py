@@ -15,6 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 _DEFAULT_SHARED = ROOT.parent / "shared"
 
 
+def pytest_configure(config):
+    # the tests run the bounds-checked build of every kernel (test_gpu_trusted compares the trusted one with it)
+    os.environ.setdefault("FACERUN_GPU_CHECKED", "1")
+
+
 def _dir(env: str, default: Path) -> Path:
     return Path(os.environ.get(env) or default)
 

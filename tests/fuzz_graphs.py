@@ -45,16 +45,17 @@ class Graph:
         self.nodes.append(helper.make_node(op, list(inputs), outs, name=f"{op}_{len(self.nodes)}", **attrs))
         return outs[0] if n_out == 1 else outs
 
-    def case(self, name: str, outputs, x_scale: float = 1.0, positive: bool = False) -> Case:
+    def case(self, name: str, outputs, x_scale: float = 1.0, positive: bool = False, valid: bool = True) -> Case:
+        """The finished case; a `valid` one is checked by onnx's strict shape inference (a generator's mistake)."""
         outputs = [outputs] if isinstance(outputs, str) else list(outputs)
         graph = helper.make_graph(
             self.nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(self.x_shape))],
             [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)], ir_version=8)
-        # onnx's strict shape inference finds a generator's mistake; the outputs get the types it infers
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-        model.graph.ClearField("output")
-        model.graph.output.extend(inferred.graph.output)
+        if valid:  # the outputs get the types and shapes inferred
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+            model.graph.ClearField("output")
+            model.graph.output.extend(inferred.graph.output)
         x = self.rng.standard_normal(self.x_shape) * x_scale
         if positive:
             x = np.abs(x) + 0.1
@@ -558,6 +559,70 @@ def chain_wide_conv(rng) -> Case:
     return g.case("wide_conv", _activation(g, y, c_out), x_scale=0.5)
 
 
+def hostile(rng) -> Case:
+    """One operator with one attribute or constant the spec does not allow (or allows only at its edge): a case
+    facerun must refuse, or run with the meaning onnxruntime (or onnx's reference) gives it."""
+    n, c, h, w = _image(rng, side=(4, 8))
+    g = Graph(rng, (n, c, h, w))
+    kind = int(rng.integers(0, 16))
+    if kind == 0:  # pads: negative, or as large as the window
+        k = int(rng.integers(1, 4))
+        y = g.node(_pick(rng, ["MaxPool", "AveragePool"]), ["x"], kernel_shape=[k, k],
+                   pads=[int(rng.integers(-2, k + 3)) for _ in range(4)])
+    elif kind == 1:  # kernel, stride or dilation below 1
+        attrs = {"kernel_shape": [int(rng.integers(-1, 3)), 2], "strides": [int(rng.integers(-1, 3)), 1],
+                 "dilations": [1, int(rng.integers(-1, 3))]}
+        y = g.node("MaxPool", ["x"], **attrs)
+    elif kind == 2:  # group that does not divide, or is 0
+        y = g.node("Conv", ["x", g.weights(int(rng.integers(1, 7)), max(1, c // 2), 3, 3)],
+                   group=int(rng.integers(0, 4)))
+    elif kind == 3:  # an empty weight
+        y = g.node("Conv", ["x", g.const(np.zeros((2, c, int(rng.integers(0, 2)), 0)))])
+    elif kind == 4:  # output_padding at or past the stride
+        s = int(rng.integers(1, 3))
+        y = g.node("ConvTranspose", ["x", g.weights(c, 2, 3, 3)], strides=[s, s],
+                   output_padding=[int(rng.integers(-1, s + 2))] * 2)
+    elif kind == 5:  # an axis out of range
+        op = _pick(rng, ["Softmax", "Flatten", "Concat", "LpNormalization", "Gather", "Split"])
+        axis = int(_pick(rng, [-9, -5, 4, 5, 17, 99, -1, 3]))
+        inputs = {"Concat": ["x", "x"], "Gather": ["x", g.const([0], np.int64)],
+                  "Split": ["x", g.const([1, 1], np.int64)]}.get(op, ["x"])
+        y = g.node(op, inputs, n_out=2 if op == "Split" else 1, axis=axis)
+        y = y[0] if op == "Split" else y
+    elif kind == 6:  # a permutation that is not one
+        y = g.node("Transpose", ["x"], perm=[int(v) for v in rng.integers(-1, 5, 4)])
+    elif kind == 7:  # Reshape targets that cannot be
+        y = g.node("Reshape", ["x", g.const(_pick(rng, [[-1, -1], [0, 0, 0, 0, 0], [7, -1, 3], [-2, 4]]), np.int64)])
+    elif kind == 8:  # Gather indices past the axis
+        y = g.node("Gather", ["x", g.const([int(rng.integers(-2 * c, 2 * c + 1))], np.int64)], axis=1)
+    elif kind == 9:  # Resize scales or sizes that are 0, negative or not finite
+        scales = [1.0, 1.0, float(_pick(rng, [0.0, -2.0, float("inf"), float("nan"), 2.0])), 2.0]
+        y = g.node("Resize", ["x", g.const([], np.float32), g.const(scales)], mode="nearest")
+    elif kind == 10:  # Squeeze or Unsqueeze axes that are wrong
+        if rng.random() < 0.5:
+            y = g.node("Squeeze", ["x", g.const([int(rng.integers(-4, 4))], np.int64)])
+        else:
+            y = g.node("Unsqueeze", ["x", g.const(_pick(rng, [[0, 0], [9], [-6], [1, -4]]), np.int64)])
+    elif kind == 11:  # split sizes that do not add up
+        y = g.node("Split", ["x", g.const([1, c + 1], np.int64)], n_out=2, axis=1)[0]
+    elif kind == 12:  # Slice steps of 0, axes repeated or out of range
+        axes = _pick(rng, [[1, 1], [9], [-5], [2]])
+        y = g.node("Slice", ["x", g.const([0] * len(axes), np.int64), g.const([2] * len(axes), np.int64),
+                             g.const(axes, np.int64), g.const([_pick(rng, [0, 1])] * len(axes), np.int64)])
+    elif kind == 13:  # reductions over axes out of range or repeated
+        y = g.node("ReduceMean", ["x"], axes=_pick(rng, [[1, 1], [4], [-5], [0, -4]]), keepdims=1)
+    elif kind == 14:  # Pad that reaches past the input in reflect mode, or removes more than there is
+        big = int(rng.integers(h, h + 3))
+        y = g.node("Pad", ["x", g.const([0, 0, big, 0, 0, 0, -big if rng.random() < 0.5 else 0, 0], np.int64)],
+                   mode=_pick(rng, ["reflect", "constant", "edge"]))
+    else:  # a Gemm whose operands do not multiply, or a C that does not broadcast
+        g = Graph(rng, (int(rng.integers(1, 5)), int(rng.integers(1, 5))))
+        m, k = g.x_shape
+        y = g.node("Gemm", ["x", g.weights(k + int(rng.integers(0, 2)), 3),
+                            g.weights(_pick(rng, [2, 4, m + 1]), 3)])
+    return g.case("hostile", y, valid=False)
+
+
 SINGLE = [conv, conv_transpose, batchnorm, unary, prelu, binary, pool, concat, reshape, transpose, flatten_squeeze,
           slice_, resize, gemm_matmul, reduce, split, pad, lp_gather]
 CHAINS = [chain_conv_bn_act, chain_residual, chain_mobilenet, chain_pad_conv, chain_scale_shift, chain_head,
@@ -566,7 +631,10 @@ CHAINS = [chain_conv_bn_act, chain_residual, chain_mobilenet, chain_pad_conv, ch
 
 
 def make_case(seed: int, index: int) -> Case:
-    """Case `index` of the fuzz run `seed`: the single ops first, then the chains, round robin."""
-    rng = np.random.default_rng([seed, index])
+    """Case `index` of the fuzz run `seed`: the single ops first, then the chains, round robin; negative indices
+    are the hostile cases."""
+    rng = np.random.default_rng([seed, abs(index), index < 0])
+    if index < 0:
+        return hostile(rng)
     generators = SINGLE + CHAINS
     return generators[index % len(generators)](rng)

@@ -333,3 +333,18 @@ def test_warm_up_lasts_at_least_the_given_time():
     times, _ = bench.time_runs(lambda: calls.append(1), repeat=3, warmup=1, budget=1e9, warmup_seconds=0.05)
     assert len(times) == 3 and len(calls) > 4
     assert __import__("time").perf_counter() - start >= 0.05
+
+
+def test_torch_rows_say_why_when_torch_cannot_run(monkeypatch):
+    from facerun.bench import torch_peer
+
+    monkeypatch.setattr(torch_peer, "unavailable", lambda: "torch finds no CUDA device")
+    data, res = bench_json(SMALL, "--repeat", "1", "--warmup", "0", "--batch", "2",
+                           "--paths", "cpu,torch-cuda,torch-cuda-strict,torch-cuda-batch,torch-cuda-strict-batch")
+    rows = {r["path"]: r for r in data["rows"]}
+    assert set(rows) == {"cpu", "torch-cuda", "torch-cuda-strict", "torch-cuda-batch", "torch-cuda-strict-batch"}
+    for path in bench.TORCH_PATHS:
+        assert rows[path]["median_ms"] is None and rows[path]["ok"] is None
+        assert rows[path]["note"] == "torch finds no CUDA device"
+    assert rows["torch-cuda-batch"]["batch"] == 2
+    assert res.exit_code == 0  # unavailable is not a failure

@@ -76,6 +76,15 @@ REFUSED = {
         one_node("MaxPool", (1, 3, 8, 8), attrs={"kernel_shape": [2, 2], "pads": [3, 3, 3, 3]}),
         "must be smaller than the 2x2 window"),
     "Unsqueeze of one axis twice": (one_node("Unsqueeze", (2, 4), {"a": np.array([0, 0])}), "name an axis twice"),
+    # found by the fuzz test's hostile cases: a raw ValueError from the interpreter each
+    "Pad cropping more than the axis holds": (
+        one_node("Pad", (1, 5, 4, 6), {"p": np.array([0, 0, 6, 0, 0, 0, -6, 0])}), "crop 6 of an axis of 4"),
+    "edge Pad of an axis cropped to nothing": (
+        one_node("Pad", (1, 3, 5, 4), {"p": np.array([0, 0, 5, 0, 0, 0, -5, 0])}, {"mode": "edge"}),
+        "reach past an axis of 0 in 'edge' mode"),
+    "Gemm with a C that does not broadcast": (
+        one_node("Gemm", (3, 3), {"b": np.ones((3, 3), np.float32), "c": np.ones((2, 3), np.float32)}),
+        "(Gemm): a C of shape [2, 3] does not broadcast"),
 }
 # an operator the model's opset does not define yet (Resize came in opset 10)
 REFUSED["Resize in opset 9"] = (_resize_scales([1, 1, 2, 2]), "opset 9")

@@ -9,6 +9,8 @@ For every model and input size, one row per *path*:
   onnxruntime        onnxruntime's CPU provider on the same input: the outside peer (when installed)
   cpu-batch, onnxruntime-batch   the batched run on the CPU paths, for a like-for-like batch comparison
   onnxruntime-webgpu(-batch)     onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin), a GPU peer
+  torch-cuda(-batch), torch-cuda-strict(-batch)   facerun's own program run eagerly by torch on CUDA (cuDNN), with
+                     TF32 on (torch's default for convolutions) and in strict fp32: the native GPU peer
 
 Each row is timed after warm-up runs, for `repeat` runs or until its time budget is spent (never fewer than three
 runs), and judged against the CPU interpreter on the same input: detectors by max abs difference within a tolerance
@@ -38,12 +40,17 @@ from ..zoo.card import ModelCard
 from .saved import RatioRow, compare, load_result
 
 PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime", "onnxruntime-batch",
-         "onnxruntime-webgpu", "onnxruntime-webgpu-batch")
+         "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda", "torch-cuda-batch", "torch-cuda-strict",
+         "torch-cuda-strict-batch")
 DEFAULT_PATHS = ("cpu", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime")
 GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-batch"})
-BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "onnxruntime-batch", "onnxruntime-webgpu-batch"})
+BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "onnxruntime-batch", "onnxruntime-webgpu-batch", "torch-cuda-batch",
+                         "torch-cuda-strict-batch"})
 # onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin): a GPU peer, judged like facerun's GPU
 WEBGPU_PATHS = frozenset({"onnxruntime-webgpu", "onnxruntime-webgpu-batch"})
+# torch on CUDA running facerun's program (facerun.bench.torch_peer), judged like facerun's GPU
+TORCH_PATHS = frozenset({"torch-cuda", "torch-cuda-batch", "torch-cuda-strict", "torch-cuda-strict-batch"})
+PEER_GPU_PATHS = WEBGPU_PATHS | TORCH_PATHS
 DEFAULT_REPLICAS = ("yunet-arch", "sface-arch", "auraface-arch")
 DEFAULT_SIZES = ((640, 640),)  # YuNet's training crop, and the size its published benchmarks use
 
@@ -294,7 +301,17 @@ class _Case:
                 return lambda: _ort(sess, {feed: xb}), None
             # a file fixed at batch 1 runs item by item, as facerun's run_batch does
             return lambda: _ort_items(sess, feed, xb, self.names), None
+        if path in TORCH_PATHS:
+            return self._torch(path, xb), None
         raise _Skip(f"unknown path {path}")
+
+    def _torch(self, path: str, xb):
+        from . import torch_peer
+
+        try:
+            return torch_peer.bench_runner(self.net, path, self.x, xb, self.names, self.sessions)
+        except torch_peer.Skipped as e:
+            raise _Skip(str(e)) from None
 
     def _session(self, provider: str = "cpu"):
         from . import oracle
@@ -377,7 +394,7 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         row.note = "reference"
         case._refs.setdefault(0, dict(out))
         return row
-    tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in WEBGPU_PATHS else agree.TOLERANCE
+    tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in PEER_GPU_PATHS else agree.TOLERANCE
     try:
         row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch), case.names, tolerance)
     except FacerunError as e:
@@ -463,7 +480,7 @@ def run(specs: list[ModelSpec], settings: Settings | None = None,
             # GPU paths are timed first: right after the CPU rows, lingering CPU-side work (BLAS threads spinning down)
             # made the same GPU run 2.5 times slower on the H200 (1.33 vs 3.27 ms). The table keeps the asked order.
             paths = plan_paths(m.kind, settings)
-            for path in sorted(paths, key=lambda p: (p not in GPU_PATHS and p not in WEBGPU_PATHS, paths.index(p))):
+            for path in sorted(paths, key=lambda p: (p not in GPU_PATHS and p not in PEER_GPU_PATHS, paths.index(p))):
                 plan.append((m, shape, path))
     result = BenchResult(machine_info(), device_info(True if settings.allow_software else None),
                          _settings_json(settings))

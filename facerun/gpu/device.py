@@ -11,6 +11,8 @@ Switches (read when the device is first needed):
                                    faster than those, so they are skipped by default (`allow_software(True)` = the
                                    CLI's --allow-software)
   FACERUN_GPU_INJECT_FAILURE=submit|readback   tests: make the next submission (or read-back) fail
+  FACERUN_GPU_CHECKED=1            compile every kernel with the shader compiler's bounds checks (the tests' build);
+                                   by default kernels whose indexing the planner keeps in range are compiled trusted
 
 wgpu-py has no error scopes: errors of API calls arrive as exceptions (GPUValidationError, GPUOutOfMemoryError),
 and errors the device reports later (at submit, device lost) only through the "wgpu" logger. A logging handler
@@ -386,6 +388,8 @@ class Device:
     def label(self) -> str:
         return f"{self.name} ({self.backend})"
 
+    trusted: bool = False  # kernels marked trusted compile without the shader compiler's bounds checks
+
     def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
         return self.pipelines([kernel])[0]
@@ -411,9 +415,43 @@ class Device:
 
     def _create(self, kernel: kernels.Kernel):
         with counters.timed("pipelines_created"):
-            module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
+            module = None
+            if self.trusted and kernel.trusted:
+                module = trusted_module(self.device, kernel.key, kernel.code())
+                if module is not None:
+                    counters.bump("trusted_modules")
+            if module is None:
+                module = self.device.create_shader_module(label=kernel.key, code=kernel.code())
             return self.device.create_compute_pipeline(
                 label=kernel.key, layout=self.pipeline_layout, compute={"module": module, "entry_point": kernel.entry})
+
+
+def checked_build() -> bool:
+    """Whether FACERUN_GPU_CHECKED asks for the bounds-checked build of every kernel."""
+    return os.environ.get("FACERUN_GPU_CHECKED", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def trusted_module(device, label: str, code: str):
+    """A WGSL module compiled without runtime checks (naga's bounds clamping and loop bounding), through wgpu-native's
+    wgpuDeviceCreateShaderModuleTrusted; None where this wgpu build lacks it. Only for kernels whose every index the
+    planner keeps in range: an index out of range there reads or writes past a buffer instead of being clamped."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+        create = _api.libf.wgpuDeviceCreateShaderModuleTrusted
+        no_checks = lib.WGPUShaderRuntimeChecks_None
+    except (ImportError, AttributeError):
+        return None
+    source = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(code))
+    source[0].chain.next = ffi.NULL
+    source[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
+    chained = ffi.cast("WGPUChainedStruct *", source)
+    desc = _api.new_struct_p("WGPUShaderModuleDescriptor *", nextInChain=chained, label=_api.to_c_string_view(label))
+    handle = create(device._internal, desc, no_checks)
+    if handle == ffi.NULL:
+        return None
+    return _api.GPUShaderModule(label, handle, device)
 
 
 def _make_device(adapter, row: dict) -> Device:
@@ -429,7 +467,7 @@ def _make_device(adapter, row: dict) -> Device:
         max_invocations=int(lim["max-compute-invocations-per-workgroup"]),
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
     )
-    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim)
+    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build())
     kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform,
              kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
     kinds.update({b: wgpu.BufferBindingType.read_only_storage for b in kernels.READ_BINDINGS})

@@ -119,6 +119,9 @@ class Kernel:
     entry: str = "main"
     subst: tuple[tuple[str, str], ...] = ()
     epilogue: bool = False  # needs epilogue.wgsl (convolution-like kernels)
+    # every index the kernel forms stays in range for any dispatch the lowering makes (its guards plus the plan's
+    # shapes), so it may be compiled without the shader compiler's bounds checks (device.trusted_module)
+    trusted: bool = False
 
     @cached_property  # hashed on every dispatch of every program: made once
     def key(self) -> str:
@@ -195,17 +198,17 @@ def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
     subst = dict(BM=tile.bm, BN=tile.bn, BK=tile.bk, TM=tile.tm, TN=tile.tn, MV=tile.tm // 4, NV=tile.tn // 4, TX=tx,
                  TY=ty, WG=wg, A_VEC=a_vec, A_LOADS=-(-a_vec // wg), B_ROWS=wg // tile.bn,
                  B_LOADS=tile.bk // (wg // tile.bn), KU=tile.ku, POINTWISE=pointwise, PARTIAL=partial)
-    return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True)
+    return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
-DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True)
-DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True)
-SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True)
+DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True, trusted=True)
+DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True, trusted=True)
+SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
 
 
 def gemv(rows: int, vec4: bool) -> Kernel:
     subst = dict(ROWS=int(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b")
-    return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True)
+    return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
 def conv_kernel(plan: ConvPlan) -> Kernel:
@@ -224,11 +227,13 @@ def gemm_kernel(plan: GemmPlan) -> Kernel:
     return conv_kernel(plan.conv)
 
 
-UNARY = Kernel("unary.wgsl")
-BINARY = Kernel("binary.wgsl")
-COPY = Kernel("copy.wgsl")
-POOL = Kernel("pool.wgsl")
-GLOBAL_AVG = Kernel("gavg.wgsl")
+# Trusted: one guarded thread per value over shapes and strides the lowering derives (copies and broadcasts are
+# checked against their input's size there); the rest keep the compiler's checks.
+UNARY = Kernel("unary.wgsl", trusted=True)
+BINARY = Kernel("binary.wgsl", trusted=True)
+COPY = Kernel("copy.wgsl", trusted=True)
+POOL = Kernel("pool.wgsl", trusted=True)
+GLOBAL_AVG = Kernel("gavg.wgsl", trusted=True)
 RESIZE = Kernel("resize.wgsl")
 SOFTMAX = Kernel("softmax.wgsl")
 MATMUL = Kernel("matmul.wgsl")

@@ -70,6 +70,51 @@ def conv_shape(prog: P.Program, st: P.Conv) -> ConvShape:
     return ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
 
 
+@dataclass(frozen=True)
+class Fusion:
+    """A step folded into the convolution before it: the convolution applies `act` (a Unary's) or writes NHWC (a
+    Copy that transposes its NCHW output), straight into the folded step's output."""
+
+    step: P.Step  # the folded step: it makes no dispatch
+    act: P.Activation | None = None
+    nhwc: bool = False
+
+
+def _nhwc_transpose(prog: P.Program, conv: P.Conv, copy: P.Copy) -> bool:
+    """Whether `copy` reads the whole NCHW output of `conv` as NHWC (a detector head's Transpose)."""
+    b, c, oh, ow = prog.values[conv.out].shape
+    if copy.offset != 0 or prog.values[copy.out].shape != (b, oh, ow, c):
+        return False
+    want = merge_dims((b, oh, ow, c), (c * oh * ow, ow, 1, oh * ow))
+    return merge_dims(prog.values[copy.out].shape, copy.strides) == want
+
+
+def fusions(prog: P.Program) -> dict[int, Fusion]:
+    """The steps folded into the convolution before them, by id of that convolution. A convolution without a
+    residual whose output only one step reads, and is no program output, takes that step when it is a Unary
+    (elementwise, not PReLU: its channels may be reshaped) and the convolution has no activation of its own, or a
+    Copy transposing its output to NHWC (every convolution kernel writes either layout)."""
+    readers: dict[int, list[P.Step]] = {}
+    for st in prog.steps:
+        for v in set(prog.storage(r) for r in st.reads):
+            readers.setdefault(v, []).append(st)
+    outputs = {prog.storage(v) for _, v in prog.outputs}
+    found: dict[int, Fusion] = {}
+    for st in prog.steps:
+        if not isinstance(st, P.Conv) or st.residual is not None:
+            continue
+        storage = prog.storage(st.out)
+        rs = readers.get(storage, [])
+        if storage in outputs or len(rs) != 1:
+            continue
+        r = rs[0]
+        if type(r) is P.Unary and st.act is None and r.act.kind != "prelu":
+            found[id(st)] = Fusion(r, act=r.act)
+        elif type(r) is P.Copy and _nhwc_transpose(prog, st, r):
+            found[id(st)] = Fusion(r, nhwc=True)
+    return found
+
+
 def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None) -> Lowered:
     """The dispatches of `prog` on a device with `limits`. `force` (tests, tuning) is passed to every convolution's
     plan_conv (force_splits, force_tile)."""
@@ -86,6 +131,7 @@ class _Lowering:
         self.slot_of: dict[int, int] = {}  # storage -> slot
         self.out = Lowered([], self.slots, [], [], 16)
         self.node = ""
+        self.fused = fusions(prog)
 
     def run(self) -> Lowered:
         prog, out = self.prog, self.out
@@ -94,12 +140,21 @@ class _Lowering:
             slot = self.slots.take(prog.values[vid].nbytes)
             self.slot_of[prog.storage(vid)] = slot
             out.inputs.append((name, slot, prog.values[vid]))
+        folded = {id(f.step): f for f in self.fused.values()}
+        lent: set[int] = set()  # storages writing into a folded step's output slot: freed with that output
         for step in prog.steps:
             storage = prog.storage(step.out)
             self._check_size(step.out)
             if storage not in self.slot_of:
                 self.slot_of[storage] = self.slots.take(prog.values[storage].nbytes)
+            fusion = self.fused.get(id(step))
+            if fusion is not None:  # the folded step's output takes this slot: the convolution writes it
+                self.slot_of[prog.storage(fusion.step.out)] = self.slot_of[storage]
+                lent.add(storage)
             self.node = step.node
+            if id(step) in folded:
+                self._free(step, lent)
+                continue
             try:
                 handler = next((_HANDLERS[c] for c in type(step).__mro__ if c in _HANDLERS), None)
                 if handler is None:
@@ -107,11 +162,14 @@ class _Lowering:
                 handler(self, step, ("slot", self.slot_of[storage]))
             except PlanError as e:
                 raise PlanError(f"{step.op} '{step.node}': {e}") from None
-            for f in step.frees:
-                if f in self.slot_of:
-                    self.slots.give(self.slot_of[f])
+            self._free(step, lent)
         self._place_outputs()
         return out
+
+    def _free(self, step: P.Step, lent: set[int]) -> None:
+        for f in step.frees:
+            if f in self.slot_of and f not in lent:
+                self.slots.give(self.slot_of[f])
 
     def _place_outputs(self) -> None:
         prog = self.prog
@@ -343,11 +401,18 @@ class _Lowering:
         shape = conv_shape(self.prog, st)
         plan = plan_conv(shape, self.limits, **self.force)
         res = self._read(st.residual) if st.residual is not None else None
-        self._conv_dispatch(shape, plan, st.weight, st.bias, st.act, self._read(st.x), res, out)
+        fused = self.fused.get(id(st))
+        act = fused.act if fused is not None and fused.act is not None else st.act
+        nhwc = fused is not None and fused.nhwc
+        self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
 
-    def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out) -> None:
+    def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
+                       nhwc: bool = False) -> None:
         epi, slope_at = epilogue_data(s.cout, bias, act)
         total = s.batch * s.cout * s.oh * s.ow
+        ohw = s.oh * s.ow
+        nchw = dict(out_b=s.cout * ohw, out_c=ohw, out_p=1)
+        layout = dict(out_b=ohw * s.cout, out_c=1, out_p=s.cout) if nhwc else nchw
         epilogue = dict(has_bias=int(bias is not None), has_res=int(res_ref is not None))
         epilogue.update(K.act_params(act, s.cout, slope_at))
         epi_buf = self._const("epilogue", epi)
@@ -357,7 +422,8 @@ class _Lowering:
         kernel = K.conv_kernel(plan)
         if plan.tile is None:  # direct or depthwise: the weights as the model has them
             quads = plan.threads if plan.kernel == "depthwise" else 0
-            p = dict(epilogue, total=total, row=plan.grid[2], m=s.m, oh=s.oh, ow=s.ow, splits=1, quads=quads, **common)
+            p = dict(epilogue, total=total, row=plan.grid[2], m=s.m, oh=s.oh, ow=s.ow, splits=1, quads=quads, **common,
+                     **layout)
             reads = [x_ref, self._const("conv weights", weight), epi_buf, res_ref]
             self._add(kernel, p, reads, out, plan.grid[:2], plan)
             return
@@ -366,15 +432,17 @@ class _Lowering:
         p = dict(epilogue, m=s.m, n=s.n, k=s.k, kpad=plan.kpad, mpad4=plan.mpad // 4, ohw=s.oh * s.ow, ow=s.ow,
                  k_chunk=plan.k_chunk, splits=plan.splits, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n,
                  count=plan.workgroups, row=plan.grid[2], total=total, **common)
+        # split K: the partial sums stay NCHW, the reduce pass writes the layout
         taps = None if plan.pointwise else self._const("im2col taps", im2col_taps(s))
         if not plan.partial:
-            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
+            self._add(kernel, dict(p, **layout), [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
             return
         # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
         scratch = self.slots.take(plan.splits * total * 4)
-        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], plan)
+        self._add(kernel, dict(p, **nchw), [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], plan)
         rx, ry, rrow = plan.reduce_grid
-        rp = dict(epilogue, total=total, row=rrow, m=s.m, oh=s.oh, ow=s.ow, splits=plan.splits, quads=0, **common)
+        rp = dict(epilogue, total=total, row=rrow, m=s.m, oh=s.oh, ow=s.ow, splits=plan.splits, quads=0, **common,
+                  **layout)
         self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), plan)
         self.slots.give(scratch)
 

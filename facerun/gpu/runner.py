@@ -18,7 +18,7 @@ from .. import program as P
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
-from . import pace
+from . import pace, readback
 from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
@@ -37,15 +37,30 @@ def short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
-def _raw_pass_calls():
-    """wgpu-native's compute-pass calls without wgpu-py's per-call error capture (which costs more than the call): a
-    program of 250 dispatches encodes in a third of the time. Errors made while encoding a pass are reported by the
-    device at finish/submit, where the runner watches for them. None if this wgpu build lacks them."""
-    try:
+class _RawCalls:
+    """wgpu-native's pass-recording calls without wgpu-py's per-call error capture (which costs more than the call):
+    a program of 250 dispatches encodes in a third of the time; beginning and ending the pass and the output copies
+    this way save another 0.3 ms a run on YuNet. Errors made while encoding are reported by the device at
+    finish/submit, where the runner watches for them."""
+
+    def __init__(self):
         from wgpu.backends.wgpu_native._ffi import ffi, lib
 
-        return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
-                lib.wgpuComputePassEncoderDispatchWorkgroups, ffi.NULL)
+        self.set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+        self.set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
+        self.dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+        self.begin = lib.wgpuCommandEncoderBeginComputePass
+        self.end = lib.wgpuComputePassEncoderEnd
+        self.release = lib.wgpuComputePassEncoderRelease
+        self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
+        self.null = ffi.NULL
+        self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
+
+
+def _raw_pass_calls() -> _RawCalls | None:
+    """The raw calls, or None if this wgpu build lacks them."""
+    try:
+        return _RawCalls()
     except Exception:
         return None
 
@@ -146,18 +161,7 @@ class GpuProgram:
 
     # ---- encoding
     def _encode(self, cp) -> None:
-        """Record every dispatch into the compute pass `cp`."""
-        if self.raw:
-            set_pipeline, set_bind_group, dispatch, null = self.raw
-            h = cp._internal
-            last = None
-            for pipe, bg, gx, gy in self.handles:
-                if pipe != last:
-                    set_pipeline(h, pipe)
-                    last = pipe
-                set_bind_group(h, 0, bg, 0, null)
-                dispatch(h, gx, gy, 1)
-            return
+        """Record every dispatch into the compute pass `cp` (wgpu-py's object; the raw path has its own, _pass)."""
         uploads: dict = {}
         last = None
         for pipe, bg, (gx, gy), i in self.recorded:
@@ -171,15 +175,38 @@ class GpuProgram:
 
     def _pass(self, enc, repeat: int = 1) -> None:
         """One compute pass over the dispatches (`repeat` times over, for timing)."""
-        cp = enc.begin_compute_pass(label="facerun")
-        for _ in range(repeat):
-            self._encode(cp)
-        cp.end()
+        raw = self.raw
+        if not raw:
+            cp = enc.begin_compute_pass(label="facerun")
+            for _ in range(repeat):
+                self._encode(cp)
+            cp.end()
+            return
+        set_pipeline, set_bind_group, dispatch, null = raw.set_pipeline, raw.set_bind_group, raw.dispatch, raw.null
+        h = raw.begin(enc._internal, raw.pass_desc)
+        try:
+            for _ in range(repeat):
+                last = None
+                for pipe, bg, gx, gy in self.handles:
+                    if pipe != last:
+                        set_pipeline(h, pipe)
+                        last = pipe
+                    set_bind_group(h, 0, bg, 0, null)
+                    dispatch(h, gx, gy, 1)
+            raw.end(h)
+        finally:
+            raw.release(h)
 
     def _copy_outputs(self, enc, staging, at: int) -> None:
+        copy = self.raw.copy if self.raw else None
         for _, vid, slot, offset in self.outputs:
-            if slot is not None:
-                enc.copy_buffer_to_buffer(self.buffers[slot], 0, staging, at + offset, self.prog.values[vid].nbytes)
+            if slot is None:
+                continue
+            src, nbytes = self.buffers[slot], self.prog.values[vid].nbytes
+            if copy is not None:
+                copy(enc._internal, src._internal, 0, staging._internal, at + offset, nbytes)
+            else:
+                enc.copy_buffer_to_buffer(src, 0, staging, at + offset, nbytes)
 
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
@@ -210,7 +237,7 @@ class GpuProgram:
                 out[name] = np.array(v.data, np.float32).reshape(v.shape)
             else:
                 first = (at + offset) // 4
-                out[name] = flat[first : first + v.size].reshape(v.shape).copy()
+                out[name] = flat[first : first + v.size].reshape(v.shape)  # `flat` is this run's own copy
         return out
 
     # ---- running
@@ -243,13 +270,9 @@ class GpuProgram:
 
         def prepare():
             self._current()
-            wgpu = _wgpu()
-            dev = self.dev.device
-            src = dev.create_buffer_with_data(label="facerun batch inputs", data=every_input,
-                                              usage=wgpu.BufferUsage.COPY_SRC)
-            staging = dev.create_buffer(label="facerun batch read-back", size=per_item * len(items),
-                                        usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-            enc = dev.create_command_encoder(label="facerun batch")
+            src, staging = self._batch_buffers(every_input.nbytes, per_item * len(items))
+            self.dev.queue.write_buffer(src, 0, every_input)
+            enc = self.dev.device.create_command_encoder(label="facerun batch")
             at = 0
             for i in range(len(items)):
                 for _, slot, v in self.inputs:
@@ -262,6 +285,20 @@ class GpuProgram:
         with self.lock, pace.turn():
             flat = self._submit("a batch", prepare)
         return [self._unpack(flat, i * per_item) for i in range(len(items))]
+
+    def _batch_buffers(self, input_bytes: int, staging_bytes: int):
+        """run_many's input and read-back buffers, kept for the next batch of the same size (a library embeds
+        batch after batch of 16 faces)."""
+        kept = getattr(self, "_batch", None)
+        if kept is None or kept[0] != (input_bytes, staging_bytes):
+            wgpu = _wgpu()
+            dev = self.dev.device
+            src = dev.create_buffer(label="facerun batch inputs", size=-(-input_bytes // 16) * 16,
+                                    usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+            staging = dev.create_buffer(label="facerun batch read-back", size=staging_bytes,
+                                        usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            kept = self._batch = ((input_bytes, staging_bytes), src, staging)
+        return kept[1], kept[2]
 
     def _submit(self, what: str, prepare, after_submit=None) -> np.ndarray:
         """Record (`prepare` -> command buffer, staging buffer), submit, wait and read the staging buffer back,
@@ -283,11 +320,7 @@ class GpuProgram:
                 after_submit()
             if D.take_injected("readback"):
                 raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
-            staging.map_sync(_wgpu().MapMode.READ)
-            try:
-                data = np.frombuffer(staging.read_mapped(copy=True), np.float32)
-            finally:
-                staging.unmap()
+            data = readback.read(self.dev.device, staging)
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
         except Exception as e:
@@ -310,9 +343,8 @@ class GpuProgram:
                 commands = enc.finish()
                 start = time.perf_counter()
                 self.dev.queue.submit([commands])
-                self.staging.map_sync(_wgpu().MapMode.READ)
+                readback.read(self.dev.device, self.staging)
                 elapsed = time.perf_counter() - start
-                self.staging.unmap()
             except Exception as e:
                 raise GpuError(f"timing the program failed: {short_error(e)}") from None
         return elapsed

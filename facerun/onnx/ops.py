@@ -139,7 +139,7 @@ def Gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcas
     bias, cc = None, None
     if c is not None:
         cc = np.asarray(ctx.const(c, "C"), np.float32) * np.float32(beta)
-        if S.broadcast(cc.shape, (m, nout)) != (m, nout):
+        if cc.ndim > 2 or any(dc not in (1, dp) for dc, dp in zip(cc.shape[::-1], (nout, m))):
             ctx.bad_input(f"a C of shape {list(cc.shape)} does not broadcast to the {m}x{nout} product")
         if cc.size == 1 or (cc.size == nout and (cc.ndim == 1 or cc.shape[0] == 1)):  # one bias per column
             bias, cc = np.broadcast_to(cc.reshape(-1), (nout,)).copy(), None

@@ -86,8 +86,12 @@ def Pad(ctx, x, pads_in=None, constant_value=None, axes_in=None, *, mode="consta
     if any(d < 0 for d in out):
         ctx.bad_input(f"pads {widths} crop more than {list(x.shape)} holds")
     for d, b, a in zip(x.shape, before, after):
-        if mode == "reflect" and max(b, a) > d - 1 or mode != "constant" and (b > 0 or a > 0) and d == 0:
-            ctx.bad_input(f"pads {widths} reach past an axis of {d} in '{mode}' mode")
+        if -min(b, 0) - min(a, 0) > d:  # facerun crops the input, then pads: a crop must fit the input itself
+            ctx.refuse(f"pads {widths} crop {-min(b, 0) - min(a, 0)} of an axis of {d}, more than it holds before "
+                       "padding")
+        left = d + min(b, 0) + min(a, 0)  # what the crops leave for the padding to reflect or extend
+        if mode == "reflect" and max(b, a) > left - 1 or mode != "constant" and (b > 0 or a > 0) and left == 0:
+            ctx.bad_input(f"pads {widths} reach past an axis of {left} in '{mode}' mode")
     if not any(before) and not any(after):
         return x
     return ctx.emit(P.Pad(0, ctx.name, ctx.vid(x), tuple(before), tuple(after), mode, fill), out)

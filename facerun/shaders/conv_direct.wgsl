@@ -25,6 +25,9 @@ struct Params {
     pl: u32,
     splits: u32,
     quads: u32,  // depthwise: threads in all, one per four outputs of a row
+    out_b: u32,  // output element strides of batch, channel and position: NCHW, or NHWC when a transpose was fused
+    out_c: u32,  // into the convolution
+    out_p: u32,
 }
 
 // x: the input (for `reduce`, the partial sums); wt: the weights OIHW, as the model has them
@@ -61,7 +64,8 @@ struct Params {
         wi += p.kh * p.kw;
         xi += hw;
     }
-    out[i] = finish(acc, co, i);
+    let at = b * p.out_b + co * p.out_c + (oy * p.ow + ox) * p.out_p;
+    out[at] = finish(acc, co, at);
 }
 
 #per_value depthwise quads
@@ -95,10 +99,10 @@ struct Params {
 #end
         }
     }
-    let row0 = ((b * p.cout + co) * p.oh + oy) * p.ow + ox0;
+    let at0 = b * p.out_b + co * p.out_c + (oy * p.ow + ox0) * p.out_p;
 #unroll j 0 4
     if (ox0 + ${j}u < p.ow) {
-        out[row0 + ${j}u] = finish(acc${j}, co, row0 + ${j}u);
+        out[at0 + ${j}u * p.out_p] = finish(acc${j}, co, at0 + ${j}u * p.out_p);
     }
 #end
 }
@@ -108,6 +112,8 @@ struct Params {
     for (var s = 0u; s < p.splits; s++) {
         v += x[s * p.total + i];
     }
-    let co = (i / (p.oh * p.ow)) % p.cout;
-    out[i] = finish(v, co, i);
+    let ohw = p.oh * p.ow;
+    let co = (i / ohw) % p.cout;
+    let at = (i / (ohw * p.cout)) * p.out_b + co * p.out_c + (i % ohw) * p.out_p;
+    out[at] = finish(v, co, at);
 }

@@ -53,6 +53,9 @@ struct Params {
     count: u32,  // workgroups in all
     row: u32,  // workgroups per grid row
     total: u32,  // output values (the stride between partial-sum slices)
+    out_b: u32,  // output element strides of batch, channel and position: NCHW (cout * ohw, ohw, 1), or NHWC
+    out_c: u32,  // (ohw * cout, 1, cout) when a transpose was fused into the convolution
+    out_p: u32,
 }
 
 // taps, per k of a group: (its input channel, its row offset ky * dh, its column offset kx * dw, 0), so the gather
@@ -214,21 +217,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         k0 = kn;
     }
 
-    // epilogue: scatter the block to NCHW (n = batch * ohw + position)
+    // epilogue: scatter the block to NCHW, or NHWC (n = batch * ohw + position)
 #unroll j 0 NV
 #unroll c 0 4
     {
         let n = n0 + (${j * TX}u + tx) * 4u + ${c}u;
         if (n < p.n) {
             let b = n / p.ohw;
-            let base = b * p.cout * p.ohw + (n - b * p.ohw);
+            let base = b * p.out_b + (n - b * p.ohw) * p.out_p;
 #unroll i 0 MV
 #unroll r 0 4
             {
                 let ml = m0 + (${i * TY}u + ty) * 4u + ${r}u;
                 if (ml < p.m) {
                     let co = g * p.m + ml;
-                    let at = base + co * p.ohw;
+                    let at = base + co * p.out_c;
 #if PARTIAL
                     out[split * p.total + at] = acc_${i * 4 + r}_${j}[${c}];
 #end

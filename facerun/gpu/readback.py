@@ -1,0 +1,88 @@
+"""Reading a run's staging buffer back: map, wait, copy, unmap.
+
+wgpu-py's map_sync first submits an empty command buffer (a guard for buffers never written by a submission, which
+a run's staging buffer always is) and then waits for its poll thread to see the mapping done, a hand-off between
+threads on every run. Here the mapping is asked of wgpu-native directly and the device is polled on the calling
+thread until it completes; where this wgpu build lacks the calls, wgpu-py's own path is used.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+
+class _Native:
+    """wgpu-native's mapping calls, with one callback per thread (a run holds its program's lock while reading)."""
+
+    def __init__(self):
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+        self.ffi, self.lib = ffi, lib
+        self.local = threading.local()
+        # fail now, not on the first run, if a name is missing
+        self.calls = (lib.wgpuBufferMapAsync, lib.wgpuDevicePoll, lib.wgpuBufferGetConstMappedRange,
+                      lib.wgpuBufferUnmap, lib.WGPUMapMode_Read, lib.WGPUMapAsyncStatus_Success,
+                      lib.WGPUCallbackMode_AllowProcessEvents)
+
+    def _callback(self):
+        cb = getattr(self.local, "cb", None)
+        if cb is None:
+            ffi, lib = self.ffi, self.lib
+            state = {"status": None}
+
+            @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
+            def done(status, message, user1, user2):
+                state["status"] = int(status)
+
+            info = ffi.new("WGPUBufferMapCallbackInfo *")
+            info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+            info.callback = done
+            cb = self.local.cb = (state, done, info)
+        return cb
+
+    def read(self, device, buffer, nbytes: int) -> np.ndarray:
+        ffi, lib = self.ffi, self.lib
+        state, _, info = self._callback()
+        state["status"] = None
+        handle = buffer._internal
+        lib.wgpuBufferMapAsync(handle, lib.WGPUMapMode_Read, 0, nbytes, info[0])
+        while state["status"] is None:
+            lib.wgpuDevicePoll(device._internal, True, ffi.NULL)
+        if state["status"] != lib.WGPUMapAsyncStatus_Success:
+            raise RuntimeError(f"could not map the read-back buffer (status {state['status']})")
+        try:
+            ptr = lib.wgpuBufferGetConstMappedRange(handle, 0, nbytes)
+            return np.frombuffer(ffi.buffer(ptr, nbytes), np.float32).copy()
+        finally:
+            lib.wgpuBufferUnmap(handle)
+
+
+_native: _Native | None = None
+_native_tried = False
+
+
+def _get_native() -> _Native | None:
+    global _native, _native_tried
+    if not _native_tried:
+        _native_tried = True
+        try:
+            _native = _Native()
+        except (ImportError, AttributeError):
+            _native = None
+    return _native
+
+
+def read(device, buffer) -> np.ndarray:
+    """The whole of a MAP_READ `buffer` (written by a submission already made on `device`) as float32."""
+    native = _get_native()
+    if native is not None:
+        return native.read(device, buffer, buffer.size)
+    import wgpu
+
+    buffer.map_sync(wgpu.MapMode.READ)
+    try:
+        return np.frombuffer(buffer.read_mapped(copy=True), np.float32)
+    finally:
+        buffer.unmap()
