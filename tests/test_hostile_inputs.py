@@ -191,3 +191,16 @@ def test_the_size_limits_have_flags_beside_their_variables(tmp_path, monkeypatch
     for bad in ("nan", "0", "-5", "inf"):
         usage = CliRunner().invoke(main, ["--max-tensor-mb", bad, "inspect", "every-op"])
         assert usage.exit_code == 2 and usage.stderr.startswith("error: "), bad
+
+
+def test_a_huge_input_size_is_refused_before_its_canvas_is_made(tmp_path):
+    # SCRFD letterboxes the photo into --input-size: 100000x100000 asked for 28 GiB and died in a MemoryError
+    from conftest import real_model
+
+    model = real_model("det_500m.onnx")
+    photo = tmp_path / "small.png"
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(photo)
+    result = CliRunner().invoke(main, ["detect", str(photo), "--model", str(model), "--input-size", "100000x100000",
+                                       "--device", "cpu"])
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert "SCRFD input size 100000x100000" in result.stderr and "GiB" in result.stderr

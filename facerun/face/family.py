@@ -119,6 +119,9 @@ class Family:
         if w <= 0 or h <= 0 or w % self.size_multiple or h % self.size_multiple:
             raise InputError(f"{self.title} input size {w}x{h}: width and height must be positive multiples of "
                              f"{self.size_multiple}")
+        from ..limits import check_tensor
+
+        check_tensor((1, 3, h, w), f"{self.title} input size {w}x{h}")  # before a canvas that size is made
         self.chosen_size = (w, h)
 
 
