@@ -21,6 +21,9 @@ GPU_TOLERANCE = 1e-3
 # Outputs that barely vary (a sigmoid saturated over a random input spans 2e-4) are judged as if they spanned this
 # much, so float32 rounding (1e-7 of values near 1) is not taken for a departure.
 MIN_RANGE = 0.01
+# No tolerance is finer than this many float32 steps at the output's largest magnitude: an output of one value
+# (range 0) of 193.6 may differ by one rounding of a float32 sum (1.5e-5) between two correct runtimes.
+FLOAT32_STEPS = 4
 # embeddings: the cosine of the two vectors at least this
 MIN_COSINE = 0.9999
 # a 2-D output with at least this many columns is a batch of vectors, each row judged by its cosine too
@@ -46,7 +49,8 @@ class Tolerance:
     def limit(self, d: Diff) -> float | None:
         if self.rel is None:
             return None
-        return self.rel * max(d.range if self.scale == "range" else d.magnitude, self.floor)
+        resolution = FLOAT32_STEPS * float(np.finfo(np.float32).eps) * d.magnitude
+        return max(self.rel * max(d.range if self.scale == "range" else d.magnitude, self.floor), resolution)
 
 
 ONNXRUNTIME = Tolerance(TOLERANCE)  # facerun's CPU interpreter against onnxruntime

@@ -97,3 +97,11 @@ def test_the_gpu_check_input_is_the_agree_input():
     got = check_inputs(prog)
     want = agree.seeded_inputs({name: prog.values[vid].shape for name, vid in prog.inputs}, agree.TEST_SEED)
     assert list(got) == list(want) and all(np.array_equal(got[k], want[k]) for k in got)
+
+
+def test_no_tolerance_is_finer_than_float32_itself():
+    # found by the fuzz test: ReduceSumSquare to one value, 193.60072 (float64 sums) against 193.60071 (float32)
+    want = np.array([[[[193.60071]]]], np.float32)
+    got = np.nextafter(want, np.float32(1e9))  # one float32 step up
+    assert compare("y", got, want).ok
+    assert not compare("y", want + np.float32(0.01), want).ok  # a real departure still is one
