@@ -28,7 +28,7 @@ ort = pytest.importorskip("onnxruntime", reason="the fuzz test compares against 
 SEED = 14
 CASES = 12 * len(SINGLE + CHAINS)
 HOSTILE = 64  # cases with an attribute the spec forbids (or allows only at its edge): run as specified, or refused
-GPU_EVERY = 5  # every 5th case also runs on the GPU (prime to the generator count, so every generator is met)
+GPU_EVERY = 4  # every 4th case also runs on the GPU (prime to the generator count, so every generator is met)
 
 
 def _reference(case) -> list[np.ndarray]:
