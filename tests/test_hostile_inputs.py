@@ -204,3 +204,11 @@ def test_a_huge_input_size_is_refused_before_its_canvas_is_made(tmp_path):
                                        "--device", "cpu"])
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1, result.output
     assert "SCRFD input size 100000x100000" in result.stderr and "GiB" in result.stderr
+
+
+def test_a_negative_seed_and_a_bogus_tile_are_one_line_each():
+    # parity --seed -1 was an internal error (numpy refuses negative seeds); tune --tiles bogus ran every layer
+    seed = CliRunner().invoke(main, ["parity", "every-op", "--seed", "-1"])
+    assert seed.exit_code == 2 and seed.stderr.startswith("error: ") and len(seed.stderr.splitlines()) == 1
+    tile = CliRunner().invoke(main, ["tune", "every-op", "--tiles", "bogus"])
+    assert tile.exit_code == 1 and tile.stderr.strip() == "error: --tiles: not a tile: bogus"

@@ -28,7 +28,7 @@ from .common import (
 @click.option("--against", type=click.Choice(["onnxruntime", "cpu"]), default=None,
               help="The reference (default: onnxruntime for --device cpu, the CPU interpreter for --device gpu).")
 @click.option("--steps", is_flag=True, help="Also find the first step whose value departs beyond tolerance.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the random input.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the random input.")
 @allow_software_option(hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def command(model, size, batch, device, against, steps, seed, allow_software, as_json):

@@ -38,9 +38,14 @@ def command(model, shape, repeat, all_tiles, tiles, no_convs, as_json):
 
     Needs a GPU adapter (a software one with the global --allow-software)."""
     from ..gpu import tune as T
-    from ..gpu.plan import TILES
+    from ..gpu.plan import TILES, PlanError, Tile
     from ..net import load
 
+    for spec in (t for t in tiles.split(",") if t):  # before any work: a typo is one line, not a row per layer
+        try:
+            Tile.parse(spec)
+        except PlanError as e:
+            raise InputError(f"--tiles: {e}") from None
     net = load(model)
     shape = parse_shape(shape) or net.default_shape(1)
     prog = net.program(shape)
