@@ -133,7 +133,7 @@ def pointwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """1x1 at stride s (no padding): strided inputs gathered first."""
     n, oh, ow, cout = out.shape
     cin = x.shape[3]
-    wk = np.ascontiguousarray(st.weight.reshape(cout, cin).T)
+    wk = np.ascontiguousarray(st.weight.reshape(cout, cin)).T  # BLAS reading (Cout, Cin) rows: a little faster
     sh, sw = st.stride
     if (sh, sw) == (1, 1):
         return None, _row_bands(x.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
