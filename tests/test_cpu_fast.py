@@ -87,6 +87,24 @@ def test_depthwise_equals_the_reference(stride, pads, h, w):
     _close(_fast(conv.depthwise, st, x), _reference(st, x))
 
 
+@pytest.mark.parametrize("n,h,w", [(2, 9, 14), (1, 2, 2), (3, 5, 3), (1, 40, 7)])
+def test_depthwise_read_in_place_ignores_what_lies_around_the_tensor(n, h, w):
+    """The copy-free 3x3 kernel reads one pixel past each row end (the arena's slack, or the next image): NaNs
+    placed there must not reach the result."""
+    c = 8
+    st = _conv(c, c, groups=c, act=P.Activation("relu"))
+    x_nchw = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    room = np.full(n * h * w * c + 2 * c, np.nan, np.float32)
+    x = room[c : c + n * h * w * c].reshape(n, h, w, c)
+    x[...] = x_nchw.transpose(0, 2, 3, 1)
+    out = np.full((n, h, w, c), np.nan, np.float32)
+    measure = arena.Scratch()
+    assert conv._depthwise_in_place(st, x, out, measure) is not None
+    conv.fused(st, conv.depthwise, x, out, None, measure, interpreter._Run())
+    conv.fused(st, conv.depthwise, x, out, None, arena.Scratch(measure.sizes), interpreter._Run())()
+    _close(out.transpose(0, 3, 1, 2), _reference(st, x_nchw))
+
+
 def test_depthwise_7x7_without_padding_is_a_global_depthwise():
     st = _conv(32, 32, k=7, pads=(0, 0, 0, 0), groups=32, bias=False)
     x = RNG.standard_normal((3, 32, 7, 7)).astype(np.float32)

@@ -197,11 +197,81 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     return gather, _row_bands(cols.reshape(k, -1).T, wk, out.reshape(-1, cout), ctx)
 
 
+def _owner_span(x: np.ndarray, reach: int):
+    """(the 1-D array x's memory lies in, x's offset in it) when at least `reach` elements of it lie before and after
+    x (the arena's slack), else None."""
+    owner = x
+    while owner.base is not None:
+        owner = owner.base
+    if not (isinstance(owner, np.ndarray) and owner.ndim == 1 and owner.dtype == np.float32 and x.flags.c_contiguous):
+        return None
+    lo = (x.ctypes.data - owner.ctypes.data) // 4
+    if lo < reach or owner.size - lo - x.size < reach:
+        return None
+    return owner, lo
+
+
+def _depthwise_in_place(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
+    """3x3, stride 1, one pixel of zero padding, read straight from x with no padded copy: each output row band is
+    one einsum over a (3, 3, rows, W·C) view of x whose taps at the row ends wrap into the neighbouring rows (or the
+    arena's slack); the two border columns are then recomputed from small zero-ringed copies of x's outer two columns,
+    and the top and bottom rows use only the taps inside. None when x has no slack around it or is too small."""
+    n, h, w, c = x.shape
+    span = _owner_span(x, c)
+    if span is None or h < 2 or w < 2:
+        return None
+    flat, base = span
+    row = w * c
+    wts = np.ascontiguousarray(st.weight.reshape(c, 3, 3).transpose(1, 2, 0))  # (3, 3, C)
+    tiled = np.ascontiguousarray(np.broadcast_to(wts[:, :, None, :], (3, 3, w, c)).reshape(3, 3, row))
+    edges = scratch.get("edges", (2, n, h + 2, 3, c))  # left: columns (pad, 0, 1); right: (W-2, W-1, pad)
+    fills = [edges[:, :, 0], edges[:, :, h + 1], edges[0, :, :, 0], edges[1, :, :, 2]]
+    copies = [(edges[0, :, 1 : h + 1, 1:3], x[:, :, 0:2]), (edges[1, :, 1 : h + 1, 0:2], x[:, :, w - 2 : w])]
+    es = edges.strides
+    rows = max(1, DEPTHWISE_BAND_BYTES // (row * 4))
+    pieces = []
+    for i in range(n):
+        img = base + i * h * row
+        bands = [(0, 1, 1)] + [(r0, min(r0 + rows, h - 1), 0) for r0 in range(1, h - 1, rows)] + [(h - 1, h, 0)]
+        for r0, r1, first_tap in bands:
+            last_tap = 3 if r1 < h else 2  # the bottom row has no row below
+            taps = last_tap - first_tap
+            start = img + (r0 - 1 + first_tap) * row - c
+            view = as_strided(flat[start:], shape=(taps, 3, r1 - r0, row), strides=(row * 4, c * 4, row * 4, 4),
+                              writeable=False)
+            main = (view, tiled[first_tap:last_tap], out[i, r0:r1].reshape(r1 - r0, row))
+            fixes = []
+            for side, col in ((0, 0), (1, w - 1)):
+                ev = as_strided(edges[side, i, r0 + first_tap :], shape=(taps, 3, r1 - r0, c),
+                                strides=(es[2], es[3], es[2], es[4]), writeable=False)
+                fixes.append((ev, wts[first_tap:last_tap], out[i, r0:r1, col]))
+
+            def piece(main=main, fixes=fixes):
+                with np.errstate(all="ignore"):  # whatever lies in the slack only reaches the border columns
+                    np.einsum("ijrk,ijk->rk", *main[:2], out=main[2])
+                for ev, wk, dst in fixes:
+                    np.einsum("ijrk,ijk->rk", ev, wk, out=dst)
+
+            pieces.append((piece, lambda arr, i=i, r0=r0, r1=r1: arr[i, r0:r1]))
+
+    def prologue():
+        for f in fills:
+            f.fill(0.0)
+        for dst, src in copies:
+            np.copyto(dst, src)
+
+    return prologue, pieces
+
+
 def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """One group per channel (Cout = Cin): per band of output rows, one einsum over the kernel taps."""
     n, oh, ow, c = out.shape
     kh, kw = st.kernel
     (sh, sw), (dh, dw) = st.stride, st.dilation
+    if (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1) and st.pads == (1, 1, 1, 1):
+        direct = _depthwise_in_place(st, x, out, scratch)
+        if direct is not None:
+            return direct
     xp, pad_in = padder(x, st.pads, scratch)
     rs, cs = xp.strides[1], xp.strides[2]
     w = np.ascontiguousarray(st.weight.reshape(c, kh, kw).transpose(1, 2, 0))  # (kh, kw, C)

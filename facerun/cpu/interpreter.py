@@ -174,7 +174,10 @@ class Executable:
         plan = planner or Planner(prog)
         self.ctx = _Run()
         slots = self._assign(plan)
-        self.slots = [np.empty(n, np.float32) for n in slots.sizes]
+        # a pixel's worth of slack either side of every slot: the depthwise kernel's row views reach one pixel
+        # before and after a tensor (those values land only in border columns it computes apart)
+        slack = max([plan.shape_of(k)[-1] for k in slots.slot_of] + [1])
+        self.slots = [np.empty(n + 2 * slack, np.float32)[slack : slack + n] for n in slots.sizes]
         self.buffers = {key: self.slots[slot][: prod(plan.shape_of(key))].reshape(plan.shape_of(key))
                         for key, slot in slots.slot_of.items()}
         measure = arena.Scratch()  # a first binding measures the scratch each role needs; the second uses it
@@ -189,7 +192,7 @@ class Executable:
         # what the executable holds besides the program: its buffers, its scratch and its weights in their layouts
         weights = sum(op.step.weight.nbytes * (16 / 9 if op.kind == "winograd" else 1) for op in plan.ops
                       if op.kind in ("stem", "depthwise", "winograd", "pointwise", "dense", "gemm"))
-        self.nbytes = int(4 * sum(slots.sizes) + self.scratch.nbytes + weights)
+        self.nbytes = int(4 * sum(slots.sizes) + 8 * slack * len(slots.sizes) + self.scratch.nbytes + weights)
 
     def _assign(self, plan: Planner) -> arena.SlotPlan:
         last: dict = {}
