@@ -119,3 +119,20 @@ def test_timing_prints_every_path_with_a_number_or_a_reason(models_dir, data_dir
     assert [line.split("  ")[0].strip() for line in lines] == ["facerun cpu", "facerun gpu", "onnxruntime cpu",
                                                               "onnxruntime webgpu"]
     assert "faces/s" in lines[0] and float(lines[0].split()[2]) > 0
+
+
+def test_cpu_ratio_prints_a_ratio_per_model_and_for_detect(models_dir, data_dir):
+    needs_module("onnxruntime")
+    done = run_example("cpu_ratio.py", "sface-arch-small", "sface-arch-small:2", "face_detection_yunet_2023mar.onnx",
+                       "--size", "160x96", "--repeat", "1", "--reference")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("one thread, CPU time")
+    assert [ln.split(":")[0] for ln in lines[1:]] == ["sface-arch-small 112x112 batch 1",
+                                                     "sface-arch-small 112x112 batch 2",
+                                                     "face_detection_yunet_2023mar.onnx 160x96 batch 1"]
+    for ln in lines[1:]:
+        assert "reference" in ln and float(ln.rsplit(" ", 1)[1].rstrip("x")) > 0
+    needs_module("cv2")
+    photo = data_dir / "faces" / "obama" / "obama-240p.jpg"
+    done = run_example("cpu_ratio.py", "--detect", photo, "--repeat", "1")
+    assert done.stdout.splitlines()[1].startswith("detect 427x240: facerun ")

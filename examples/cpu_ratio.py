@@ -1,0 +1,124 @@
+"""Single-thread ratios of facerun's CPU interpreter to its peers, in CPU time (the README's CPU table).
+
+    python examples/cpu_ratio.py MODEL[:BATCH]... [--size WxH] [--repeat 7] [--reference]
+        facerun's CPU interpreter against onnxruntime (one intra-op thread), the same input, runs interleaved
+    python examples/cpu_ratio.py --detect PHOTO [--repeat 15] [--reference]
+        facerun detect (CPU) against OpenCV's cv2.FaceDetectorYN (one thread) on one photo, decoded once
+
+MODEL is an .onnx file, a known model's name or a replica name (sface-arch, auraface-arch:16, ...). Both sides run on
+one thread (set before numpy loads), and time is the process's CPU time, so other work on a shared machine adds
+little; medians. --reference adds the plain NCHW reference interpreter (what ran before the fast path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("FACERUN_CPU_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import facerun  # noqa: E402
+from facerun import cpu  # noqa: E402
+
+
+def medians(runs: dict, repeat: int) -> dict[str, float]:
+    """Median CPU ms of each callable, run interleaved so a change of load hits every row alike."""
+    for fn in runs.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(repeat):
+        for k, fn in runs.items():
+            t = time.process_time()
+            fn()
+            times[k].append((time.process_time() - t) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def networks(args) -> list[str]:
+    lines = []
+    for spec in args.models:
+        name, _, batch = spec.partition(":")
+        net = facerun.load(name)
+        n = int(batch or 1)
+        declared = net.input_shape[2:]
+        if None in declared or (args.size and net.card.kind == "detector"):  # detectors run at any size
+            w, h = (int(v) for v in (args.size or "640x480").lower().split("x"))
+            shape = (n, net.input_shape[1], h, w)
+        else:
+            shape = (n, net.input_shape[1], *declared)
+        prog = net.program(shape) if n == 1 or net.batch_free else net.batch_program(shape)
+        if prog is None:
+            lines.append(f"{spec}: no batch program")
+            continue
+        lines.append(_line(f"{net.label} {shape[3]}x{shape[2]} batch {n}", _time_network(args, net, prog, shape),
+                           "onnxruntime"))
+    return lines
+
+
+def _time_network(args, net, prog, shape) -> dict[str, float]:
+    from facerun.bench import oracle
+
+    x = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
+    feeds = {net.input_name: x}
+    sess = oracle.session(net.path, threads=1)
+    name = sess.get_inputs()[0].name
+    runs = {"facerun": lambda: cpu.run_program(prog, feeds), "onnxruntime": lambda: sess.run(None, {name: x})}
+    if args.reference:
+        runs["reference"] = lambda: cpu.run_program(prog, feeds, reference=True)
+    return medians(runs, args.repeat if shape[0] == 1 else max(3, args.repeat // 3))
+
+
+def detect(args) -> list[str]:
+    import cv2
+
+    from facerun.face.images import load_image
+    from facerun.zoo.find import default_detector
+
+    cv2.setNumThreads(1)
+    rgb = load_image(args.detect)
+    h, w = rgb.shape[:2]
+    det = facerun.Detector(device="cpu")
+    yn = cv2.FaceDetectorYN.create(str(default_detector()), "", (w, h), 0.6, 0.3, 5000)
+    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+    runs = {"facerun": lambda: det.detect(rgb), "opencv": lambda: yn.detect(bgr)}
+    if args.reference:
+        def reference():
+            os.environ["FACERUN_CPU_REFERENCE"] = "1"
+            try:
+                det.detect(rgb)
+            finally:
+                del os.environ["FACERUN_CPU_REFERENCE"]
+
+        runs["reference"] = reference
+    return [_line(f"detect {w}x{h}", medians(runs, args.repeat), "opencv")]
+
+
+def _line(label: str, got: dict[str, float], peer: str) -> str:
+    cells = "  ".join(f"{k} {v:.1f} ms" for k, v in got.items())
+    return f"{label}: {cells}  ratio {got['facerun'] / got[peer]:.2f}x"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--size", help="WxH for detectors (default: the file's own size, else 640x480)")
+    ap.add_argument("--detect", metavar="PHOTO")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--reference", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.models and not args.detect:
+        ap.error("give MODEL(s) or --detect PHOTO")
+    lines = (networks(args) if args.models else []) + (detect(args) if args.detect else [])
+    print(f"one thread, CPU time, medians of {args.repeat}; load {os.getloadavg()[0]:.1f}")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
