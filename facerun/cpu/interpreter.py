@@ -176,7 +176,7 @@ class Executable:
         slots = self._assign(plan)
         # a pixel's worth of slack either side of every slot: the depthwise kernel's row views reach one pixel
         # before and after a tensor (those values land only in border columns it computes apart)
-        slack = max([plan.shape_of(k)[-1] for k in slots.slot_of] + [1])
+        slack = max([plan.shape_of(k)[-1] for k in slots.slot_of if plan.shape_of(k)] + [1])
         self.slots = [np.empty(n + 2 * slack, np.float32)[slack : slack + n] for n in slots.sizes]
         self.buffers = {key: self.slots[slot][: prod(plan.shape_of(key))].reshape(plan.shape_of(key))
                         for key, slot in slots.slot_of.items()}
