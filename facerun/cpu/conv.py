@@ -23,6 +23,7 @@ from .elementwise import inplace_activation, per_channel, widen
 # Bytes of im2col columns per band, and of output rows per depthwise band: small enough to stay in cache.
 COLUMN_BAND_BYTES = 2 << 20
 DEPTHWISE_BAND_BYTES = 256 << 10
+STEM_BAND_BYTES = 512 << 10
 
 
 def bands(items: int, rows: int, row_bytes: int, budget: int) -> list[tuple[int, int, int, int]]:
@@ -174,8 +175,9 @@ def dense(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
 
 
 def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
-    """A dense convolution reading NCHW x (the network's input, few channels): columns (C·kh·kw, N·OH·OW) gathered
-    one tap at a time, then GEMMs writing channels-last."""
+    """A dense convolution reading NCHW x (the network's input, few channels): per band of output rows, columns
+    (C·kh·kw, pixels) gathered one tap at a time straight from the NCHW input, then one GEMM writing channels-last;
+    bands keep the columns in cache (8 MB of them for a 640x480 input, gathered whole, cost twice the GEMM)."""
     n, oh, ow, cout = out.shape
     cin = x.shape[1]
     kh, kw = st.kernel
@@ -183,18 +185,22 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     k = cin * kh * kw
     wk = np.ascontiguousarray(st.weight.reshape(cout, k).T)
     xp, pad_in = padder(x, st.pads, scratch, role="padc", nchw=True)
-    cols = scratch.get("cols", (cin, kh, kw, n, oh, ow))
-    copies = [(cols[c, ky, kx], xp[:, c, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh,
-                                  kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
-              for c in range(cin) for ky in range(kh) for kx in range(kw)]
+    macs = n * oh * ow * k * cout
+    pieces = []
+    for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, STEM_BAND_BYTES):
+        cols = scratch.get("cols", (cin, kh, kw, n1 - n0, r1 - r0, ow))
+        copies = [(cols[c, ky, kx], xp[n0:n1, c, ky * dh + sh * r0 : ky * dh + sh * (r1 - 1) + 1 : sh,
+                                       kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
+                  for c in range(cin) for ky in range(kh) for kx in range(kw)]
+        mult = product(cols.reshape(k, -1).T, wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, macs)
 
-    def gather():
-        if pad_in is not None:
-            pad_in()
-        for dst, src in copies:
-            np.copyto(dst, src)
+        def band(copies=copies, mult=mult):
+            for dst, src in copies:
+                np.copyto(dst, src)
+            mult()
 
-    return gather, _row_bands(cols.reshape(k, -1).T, wk, out.reshape(-1, cout), ctx)
+        pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1]))
+    return pad_in, pieces
 
 
 def _owner_span(x: np.ndarray, reach: int):
