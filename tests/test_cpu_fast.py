@@ -40,9 +40,7 @@ def _fast(build, st, x_nchw, residual=None):
     out = np.full(_nhwc(out_shape), np.nan, np.float32)
     res = None if residual is None else np.ascontiguousarray(residual.transpose(0, 2, 3, 1))
     ctx = interpreter._Run()
-    measure = arena.Scratch()
-    conv.fused(st, build, x, out, res, measure, ctx)
-    conv.fused(st, build, x, out, res, arena.Scratch(measure.sizes), ctx)()
+    conv.fused(st, build, x, out, res, arena.Scratch(), ctx)()
     return out.transpose(0, 3, 1, 2)
 
 
@@ -98,10 +96,8 @@ def test_depthwise_read_in_place_ignores_what_lies_around_the_tensor(n, h, w):
     x = room[c : c + n * h * w * c].reshape(n, h, w, c)
     x[...] = x_nchw.transpose(0, 2, 3, 1)
     out = np.full((n, h, w, c), np.nan, np.float32)
-    measure = arena.Scratch()
-    assert conv._depthwise_in_place(st, x, out, measure) is not None
-    conv.fused(st, conv.depthwise, x, out, None, measure, interpreter._Run())
-    conv.fused(st, conv.depthwise, x, out, None, arena.Scratch(measure.sizes), interpreter._Run())()
+    assert conv._depthwise_in_place(st, x, out, arena.Scratch()) is not None
+    conv.fused(st, conv.depthwise, x, out, None, arena.Scratch(), interpreter._Run())()
     _close(out.transpose(0, 3, 1, 2), _reference(st, x_nchw))
 
 
@@ -140,9 +136,7 @@ def test_in_place_activations_are_the_reference_bit_for_bit(act):
     x[0, 0, 0, 0] = 0.0
     want = cpu.activate(x.copy(), act)
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-    measure = arena.Scratch()
-    elementwise.inplace_activation(act, nhwc, measure, channels_last=True)
-    elementwise.inplace_activation(act, nhwc, arena.Scratch(measure.sizes), channels_last=True)()
+    elementwise.inplace_activation(act, nhwc, arena.Scratch(), channels_last=True)()
     np.testing.assert_array_equal(nhwc.transpose(0, 3, 1, 2), want)
 
 

@@ -57,24 +57,24 @@ def _fill_of(role: str) -> float | None:
 
 
 class Scratch:
-    """Per-step working space by role. `measuring` hands out fresh arrays and records the largest request per role;
-    afterwards each role is one buffer and requests are views of it."""
+    """Per-step working space by role: requests of one role are views of one buffer, which grows (geometrically,
+    to a new buffer) when a request is larger; views made earlier keep the buffer they were made on. Roles named
+    "fill:<value>" hold that value and are never written."""
 
-    def __init__(self, sizes: dict[str, int] | None = None):
-        self.measuring = sizes is None
-        self.sizes: dict[str, int] = {} if sizes is None else dict(sizes)
-        self.buffers = {}
-        for role, n in self.sizes.items():
-            fill = _fill_of(role)
-            self.buffers[role] = np.empty(n, np.float32) if fill is None else np.full(n, fill, np.float32)
+    def __init__(self):
+        self.buffers: dict[str, np.ndarray] = {}
+        self.retired = 0  # elements in buffers grown out of (still held by earlier views)
 
     def get(self, role: str, shape) -> np.ndarray:
         n = int(np.prod(shape))
-        if self.measuring:
-            self.sizes[role] = max(self.sizes.get(role, 0), n)
+        buf = self.buffers.get(role)
+        if buf is None or buf.size < n:
+            size = n if buf is None else max(n, 2 * buf.size)
+            self.retired += 0 if buf is None else buf.size
             fill = _fill_of(role)
-            return np.empty(shape, np.float32) if fill is None else np.full(shape, fill, np.float32)
-        return self.buffers[role][:n].reshape(shape)
+            buf = np.empty(size, np.float32) if fill is None else np.full(size, fill, np.float32)
+            self.buffers[role] = buf
+        return buf[:n].reshape(shape)
 
     def constant(self, value: float, shape) -> np.ndarray:
         """A read-only array of `value` (numpy's maximum/minimum run their fast loops on two arrays, not on an
@@ -85,7 +85,7 @@ class Scratch:
 
     @property
     def nbytes(self) -> int:
-        return 4 * sum(self.sizes.values())
+        return 4 * (sum(b.size for b in self.buffers.values()) + self.retired)
 
 
 # ---------------------------------------------------------------------------------------- executables per program

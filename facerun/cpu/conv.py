@@ -26,6 +26,14 @@ DEPTHWISE_BAND_BYTES = 256 << 10
 STEM_BAND_BYTES = 512 << 10
 
 
+def strided(base: np.ndarray, offset: int, shape, strides) -> np.ndarray:
+    """A read-only view into contiguous `base`, starting `offset` elements in: np.ndarray's constructor, a tenth of
+    as_strided's cost (a YuNet program builds about a thousand of these), and bounds-checked against `base`."""
+    view = np.ndarray(shape, np.float32, buffer=base, offset=offset * 4, strides=strides)
+    view.flags.writeable = False
+    return view
+
+
 def bands(items: int, rows: int, row_bytes: int, budget: int) -> list[tuple[int, int, int, int]]:
     """(n0, n1, r0, r1) blocks covering items x rows, about `budget` bytes each: whole items grouped when one fits,
     else bands of rows of one item."""
@@ -65,12 +73,16 @@ def padder(x: np.ndarray, pads, scratch, role: str = "pad", fill: float = 0.0, e
     return xp, fill_in
 
 
-def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch):
-    """out += bias; out += residual; out = act(out), all in place over channels-last `out` (None: nothing to do)."""
+def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch, tiles: dict | None = None):
+    """out += bias; out += residual; out = act(out), all in place over channels-last `out` (None: nothing to do).
+    `tiles` keeps the per-channel vectors tiled for one row length, for the next band."""
     out, reps = widen(out, out.shape[-1])
+    tiles = {} if tiles is None else tiles
     residual = None if residual is None else residual.reshape(out.shape)
-    bias = None if st.bias is None else per_channel(st.bias, reps)
-    act = inplace_activation(st.act, out, scratch, channels_last=True, reps=reps)
+    if st.bias is not None and ("bias", reps) not in tiles:
+        tiles["bias", reps] = per_channel(st.bias, reps)
+    bias = None if st.bias is None else tiles["bias", reps]
+    act = inplace_activation(st.act, out, scratch, channels_last=True, reps=reps, tiles=tiles)
     if bias is None and residual is None and act is None:
         return None
 
@@ -89,7 +101,8 @@ def fused(st: P.Conv, kernel, x, out, residual, scratch, ctx):
     """The convolution `kernel` builds, its epilogue applied to each band of output right after the band is made
     (while it is still in cache)."""
     prologue, pieces = kernel(st, x, out, scratch, ctx)
-    steps = [(fn, epilogue(st, pick(out), None if residual is None else pick(residual), scratch))
+    tiles: dict = {}
+    steps = [(fn, epilogue(st, pick(out), None if residual is None else pick(residual), scratch, tiles))
              for fn, pick in pieces]
 
     def run():
@@ -243,13 +256,12 @@ def _depthwise_in_place(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
             last_tap = 3 if r1 < h else 2  # the bottom row has no row below
             taps = last_tap - first_tap
             start = img + (r0 - 1 + first_tap) * row - c
-            view = as_strided(flat[start:], shape=(taps, 3, r1 - r0, row), strides=(row * 4, c * 4, row * 4, 4),
-                              writeable=False)
+            view = strided(flat, start, (taps, 3, r1 - r0, row), (row * 4, c * 4, row * 4, 4))
             main = (view, tiled[first_tap:last_tap], out[i, r0:r1].reshape(r1 - r0, row))
             fixes = []
             for side, col in ((0, 0), (1, w - 1)):
-                ev = as_strided(edges[side, i, r0 + first_tap :], shape=(taps, 3, r1 - r0, c),
-                                strides=(es[2], es[3], es[2], es[4]), writeable=False)
+                ev = strided(edges, (side * es[0] + i * es[1] + (r0 + first_tap) * es[2]) // 4, (taps, 3, r1 - r0, c),
+                             (es[2], es[3], es[2], es[4]))
                 fixes.append((ev, wts[first_tap:last_tap], out[i, r0:r1, col]))
 
             def piece(main=main, fixes=fixes):
@@ -289,14 +301,12 @@ def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     for i in range(n):
         for r0 in range(0, oh, rows):
             r = min(rows, oh - r0)
-            base = xp[i, r0 * sh :]
+            start = (i * xp.strides[0] + r0 * sh * rs) // 4
             if merged:
-                view = as_strided(base, shape=(kh, kw, r, ow * c), strides=(dh * rs, dw * cs, sh * rs, 4),
-                                  writeable=False)
+                view = strided(xp, start, (kh, kw, r, ow * c), (dh * rs, dw * cs, sh * rs, 4))
                 spec, dst = "ijrk,ijk->rk", out[i, r0 : r0 + r].reshape(r, ow * c)
             else:
-                view = as_strided(base, shape=(kh, kw, r, ow, c), strides=(dh * rs, dw * cs, sh * rs, sw * cs, 4),
-                                  writeable=False)
+                view = strided(xp, start, (kh, kw, r, ow, c), (dh * rs, dw * cs, sh * rs, sw * cs, 4))
                 spec, dst = "ijrwc,ijc->rwc", out[i, r0 : r0 + r]
             pieces.append((lambda spec=spec, view=view, dst=dst: np.einsum(spec, view, w, out=dst),
                            lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r]))

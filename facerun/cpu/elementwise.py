@@ -42,7 +42,8 @@ def per_channel(v: np.ndarray, reps: int) -> np.ndarray:
     return np.tile(v, reps) if v.size > 1 else v.reshape(())
 
 
-def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channels_last: bool, reps: int = 1):
+def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channels_last: bool, reps: int = 1,
+                       tiles: dict | None = None):
     """A closure applying `act` to x in place (None for no activation); per-channel slopes on the last axis (tiled
     `reps` times: see `widen`) when channels_last, else on axis 1."""
     if act is None:
@@ -77,8 +78,13 @@ def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channel
             tmp = scratch.get("act", x.shape)
             return _slope_pick(x, np.asarray(slope), tmp)
         s = act.slope.astype(np.float32).reshape(-1)
-        if s.size > 1:
-            s = per_channel(s, reps) if channels_last else s.reshape((1, -1) + (1,) * (x.ndim - 2))
+        if s.size > 1 and channels_last:
+            tiles = {} if tiles is None else tiles
+            if ("slope", reps) not in tiles:
+                tiles["slope", reps] = per_channel(s, reps)
+            s = tiles["slope", reps]
+        elif s.size > 1:
+            s = s.reshape((1, -1) + (1,) * (x.ndim - 2))
         else:
             s = s.reshape(())
         return _slope_pick(x, s, scratch.get("act", x.shape))

@@ -180,10 +180,7 @@ class Executable:
         self.slots = [np.empty(n + 2 * slack, np.float32)[slack : slack + n] for n in slots.sizes]
         self.buffers = {key: self.slots[slot][: prod(plan.shape_of(key))].reshape(plan.shape_of(key))
                         for key, slot in slots.slot_of.items()}
-        measure = arena.Scratch()  # a first binding measures the scratch each role needs; the second uses it
-        for op in plan.ops:
-            self._bind(op, plan, measure)
-        self.scratch = arena.Scratch(measure.sizes)
+        self.scratch = arena.Scratch()
         self.inputs = [(op.info, self.buffers[op.write]) for op in plan.ops if op.kind == "input"]
         self.outputs = list(prog.outputs)
         bound = [(op, self._bind(op, plan, self.scratch)) for op in plan.ops]
