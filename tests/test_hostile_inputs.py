@@ -212,3 +212,25 @@ def test_a_negative_seed_and_a_bogus_tile_are_one_line_each():
     assert seed.exit_code == 2 and seed.stderr.startswith("error: ") and len(seed.stderr.splitlines()) == 1
     tile = CliRunner().invoke(main, ["tune", "every-op", "--tiles", "bogus"])
     assert tile.exit_code == 1 and tile.stderr.strip() == "error: --tiles: not a tile: bogus"
+
+
+def test_pillows_own_limit_follows_max_pixels(tmp_path):
+    # a PNG header claiming 20000x15000 (300 megapixels) and no pixels: Pillow refused it past 179 megapixels in its
+    # own words, whatever --max-pixels said; now facerun's limit decides either way
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path = tmp_path / "huge.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 15000, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b""))
+    refused = CliRunner().invoke(main, ["detect", str(path), "--device", "cpu"])
+    assert refused.exit_code == 1
+    assert refused.stderr.strip() == (f"error: {path}: 300 megapixels, past the limit of 100 (--max-pixels or "
+                                      "FACERUN_MAX_PIXELS)")  # past twice the limit: Pillow's check, facerun's words
+    between = CliRunner().invoke(main, ["--max-pixels", "2e8", "detect", str(path), "--device", "cpu"])
+    assert between.exit_code == 1 and "20000x15000 is 300 megapixels, past the limit of 200" in between.stderr
+    allowed = CliRunner().invoke(main, ["--max-pixels", "4e8", "detect", str(path), "--device", "cpu"])
+    assert allowed.exit_code == 1 and "cannot read image" in allowed.stderr  # decoded (and found empty)

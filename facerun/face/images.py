@@ -6,6 +6,7 @@ tag; we apply the tag so boxes refer to the image as a viewer shows it (OpenCV's
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -32,6 +33,12 @@ def load_image(path: str | Path) -> np.ndarray:
 def decode_image(source, label) -> np.ndarray:
     """`load_image` of a path or an open binary file (bytes read from object storage: `io.BytesIO(data)`);
     `label` names it in the messages."""
+    from .. import limits
+
+    limit = limits.max_pixels()
+    # Pillow refuses past 2 x MAX_IMAGE_PIXELS on its own (179 megapixels by default, whatever --max-pixels said):
+    # its limit follows facerun's, which the header check below applies first (Pillow's only past twice as much)
+    Image.MAX_IMAGE_PIXELS = limit
     try:
         with warnings.catch_warnings():
             # a decompression-bomb *warning* is noise here; the hard limit still raises below
@@ -44,7 +51,10 @@ def decode_image(source, label) -> np.ndarray:
     except UnidentifiedImageError:
         raise ImageError(f"{label}: not an image (or not a format Pillow reads)") from None
     except Image.DecompressionBombError as e:
-        raise ImageError(f"{label}: image too large ({e})") from None
+        found = re.search(r"\((\d+) pixels\)", str(e))
+        size = f"{int(found.group(1)) / 1e6:.0f} megapixels" if found else "too many pixels"
+        raise ImageError(f"{label}: {size}, past the limit of {limit / 1e6:g} (--max-pixels or FACERUN_MAX_PIXELS)"
+                         ) from None
     except (OSError, SyntaxError, ValueError) as e:
         # truncated data, broken headers, unreadable files (permissions) ...
         raise ImageError(f"{label}: cannot read image ({_one_line(e)})") from None
