@@ -12,6 +12,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
+from math import prod
 
 import numpy as np
 
@@ -66,7 +67,7 @@ class Scratch:
         self.retired = 0  # elements in buffers grown out of (still held by earlier views)
 
     def get(self, role: str, shape) -> np.ndarray:
-        n = int(np.prod(shape))
+        n = prod(shape)
         buf = self.buffers.get(role)
         if buf is None or buf.size < n:
             size = n if buf is None else max(n, 2 * buf.size)

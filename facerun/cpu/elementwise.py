@@ -9,13 +9,12 @@ import numpy as np
 from .. import program as P
 
 
-def _slope_pick(x: np.ndarray, slope: np.ndarray, tmp: np.ndarray):
-    """x = x < 0 ? s·x : x, in place. max(x, s·x) is that for every s <= 1, min(x, s·x) for every s >= 1."""
-    if np.all(slope <= 1):
-        pick = np.maximum
-    elif np.all(slope >= 1):
-        pick = np.minimum
-    else:
+def _slope_pick(x: np.ndarray, slope: np.ndarray, tmp: np.ndarray, pick=None):
+    """x = x < 0 ? s·x : x, in place. max(x, s·x) is that for every s <= 1, min(x, s·x) for every s >= 1 (`pick`,
+    when the caller knows it already)."""
+    if pick is None:
+        pick = _pick_for(slope)
+    if pick is None:
         def run():
             np.multiply(x, slope, out=tmp)
             np.copyto(x, tmp, where=x < 0)
@@ -40,6 +39,15 @@ def widen(x: np.ndarray, channels: int) -> tuple[np.ndarray, int]:
 def per_channel(v: np.ndarray, reps: int) -> np.ndarray:
     v = v.astype(np.float32).reshape(-1)
     return np.tile(v, reps) if v.size > 1 else v.reshape(())
+
+
+def _pick_for(slope: np.ndarray):
+    """np.maximum when every slope is at most 1, np.minimum when every one is at least 1, else None."""
+    if np.all(slope <= 1):
+        return np.maximum
+    if np.all(slope >= 1):
+        return np.minimum
+    return None
 
 
 def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channels_last: bool, reps: int = 1,
@@ -77,9 +85,11 @@ def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channel
             slope = np.float32(act.alpha)
             tmp = scratch.get("act", x.shape)
             return _slope_pick(x, np.asarray(slope), tmp)
+        tiles = {} if tiles is None else tiles
+        if "pick" not in tiles:
+            tiles["pick"] = _pick_for(act.slope)
         s = act.slope.astype(np.float32).reshape(-1)
         if s.size > 1 and channels_last:
-            tiles = {} if tiles is None else tiles
             if ("slope", reps) not in tiles:
                 tiles["slope", reps] = per_channel(s, reps)
             s = tiles["slope", reps]
@@ -87,7 +97,7 @@ def inplace_activation(act: P.Activation | None, x: np.ndarray, scratch, channel
             s = s.reshape((1, -1) + (1,) * (x.ndim - 2))
         else:
             s = s.reshape(())
-        return _slope_pick(x, s, scratch.get("act", x.shape))
+        return _slope_pick(x, s, scratch.get("act", x.shape), tiles["pick"])
     if k == "exp":
         def exp():
             with np.errstate(over="ignore"):
