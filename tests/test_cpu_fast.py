@@ -235,6 +235,20 @@ def test_concurrent_runs_of_one_program_get_their_own_arenas():
         _close(got[i], want[i])
 
 
+def test_an_executable_goes_with_its_program():
+    import gc
+
+    net = load(str(replica_path("sface-arch-small")))
+    prog = net.program((3, 3, 112, 112))
+    cpu.run_program(prog, {net.input_name: np.zeros(prog.input_shape, np.float32)})
+    key = id(prog)
+    assert key in arena._kept
+    net._programs.pop((3, 3, 112, 112))
+    del prog
+    gc.collect()
+    assert key not in arena._kept  # nothing of the executable kept the program alive
+
+
 def test_executables_leave_under_the_budget(monkeypatch):
     monkeypatch.setenv("FACERUN_CPU_ARENA_MB", "1")
     net = load(str(replica_path("sface-arch-small")))

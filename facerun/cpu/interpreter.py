@@ -170,7 +170,7 @@ class Executable:
     """A program's ops bound to one arena: `run(inputs)` runs them."""
 
     def __init__(self, prog: P.Program, planner: Planner | None = None):
-        self.prog = prog
+        # holds no reference to `prog` (only to arrays it needs): the arena drops an executable with its program
         plan = planner or Planner(prog)
         self.ctx = _Run()
         slots = self._assign(plan)
@@ -182,7 +182,7 @@ class Executable:
                         for key, slot in slots.slot_of.items()}
         self.scratch = arena.Scratch()
         self.inputs = [(op.info, self.buffers[op.write]) for op in plan.ops if op.kind == "input"]
-        self.outputs = list(prog.outputs)
+        self.outputs = [(name, _output_view(prog.values[vid], self.buffers)) for name, vid in prog.outputs]
         bound = [(op, self._bind(op, plan, self.scratch)) for op in plan.ops]
         self.steps = [fn for _, fn in bound if fn is not None]
         self.kinds = [op.kind for op, fn in bound if fn is not None]  # for profiles: which kernel each step is
@@ -304,11 +304,11 @@ class Executable:
         finally:
             if before is not None:
                 blas.set_threads(before)
-        result = {}
-        for name, vid in self.outputs:
-            v = self.prog.values[vid]
-            result[name] = np.array(v.data if v.kind == "const" else self.buffers[(v.base, NCHW)].reshape(v.shape))
-        return result
+        return {name: np.array(view) for name, view in self.outputs}  # copies: the next run reuses the buffers
+
+
+def _output_view(v: P.Value, buffers: dict) -> np.ndarray:
+    return v.data if v.kind == "const" else buffers[(v.base, NCHW)].reshape(v.shape)
 
 
 def fits(prog: P.Program, inputs: dict[str, np.ndarray]) -> bool:
