@@ -4,10 +4,15 @@ so a benchmark can show what a run of many photo sizes paid for. Counting is all
 Names in use:
     programs_compiled       step programs compiled from the ONNX graph (one per input shape, net.py)
     programs_evicted        step programs dropped from a model's cache to stay under its budget
-    gpu_programs_compiled   programs lowered onto the device: buffers, bind groups (gpu/model.py)
+    separable_checks        seeded checks that a fixed-batch file's batch program keeps its items apart (net.py)
+    gpu_programs_compiled   programs lowered onto the device: plans, parameters, bind groups (gpu/model.py)
     gpu_programs_evicted    compiled GPU programs dropped to stay under the device budget
+    gpu_arena_grown         a model's shared device buffers replaced by larger ones (gpu/arena.py)
+    gpu_bind_groups_created bind groups made over the arena's buffers (a new size mostly finds its own)
     pipelines_created       WGSL compute pipelines created (one per kernel variant and device, gpu/device.py)
-    gpu_checks              whole-network GPU-vs-CPU agreement runs (one per model and device, gpu/checked.py)
+    trusted_modules         of those, compiled without runtime bounds checks
+    gpu_checks              a model's agreement check: the whole network at batch 1 (one per model and device,
+                            gpu/checked.py); its parts are timed as gpu_checks_cpu, _gpu and _layers
     gpu_variant_checks      single-layer agreement runs for a kernel variant a new size needed that was not checked
 
 Each name may also carry the seconds spent on it (`timed(name)`), counted under `name + "_s"`.

@@ -186,11 +186,6 @@ class CheckedGpu:
         one = one_conv_program(prog, st)
         return one, self.model.compile_once(one)
 
-    def prepare(self, prog: P.Program) -> None:
-        """Compile `prog` for the device ahead of its first run (no check, no run); errors are left to the run."""
-        if self.reason is None and id(prog) not in self.program_reasons:
-            self.model.compile(prog)
-
     def forget(self, prog: P.Program) -> None:
         """`prog` was dropped by its model: drop its compiled form and what was noted about it."""
         self.program_reasons.pop(id(prog), None)

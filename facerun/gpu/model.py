@@ -106,10 +106,6 @@ class GpuModel:
         `force` as in compile."""
         return self._compile(prog, force, shared=False)
 
-    def run_once(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
-        """Compile `prog` (not cached, buffers of its own) and run it once: for programs used a single time (checks)."""
-        return self._compile(prog, shared=False).run(inputs)
-
     def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]]:
         """Several inputs of the same shape through `prog`, in one submission."""
         return self.compile(prog).run_many(items)

@@ -76,7 +76,8 @@ def program_row(model: GpuModel, prog: P.Program, repeat: int) -> dict:
     return {"dispatches": len(gp.dispatches), "kernels": dict(gp.kernels), "gpu_ms": gpu_t * 1e3,
             "run_ms_median": float(np.median(runs)) * 1e3, "run_ms_min": min(runs) * 1e3,
             "encode_ms": gp.time_encoding() * 1e3, "tflops_gpu": 2 * prog.macs / gpu_t / 1e12 if gpu_t > 0 else None,
-            "device_mib": gp.device_bytes / (1 << 20), "weights_mib": model.resident_bytes / (1 << 20)}
+            "device_mib": (gp.arena.device_bytes + gp.device_bytes) / (1 << 20),  # its buffers are the arena's
+            "weights_mib": model.resident_bytes / (1 << 20)}
 
 
 def tune(prog: P.Program, repeat: int = 20, tiles: list[str] | None = None, convs: bool = True,
