@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from facerun import blas, cpu
 from facerun import program as P
-from facerun.cpu import arena, conv, elementwise, interpreter, winograd
+from facerun.cpu import arena, conv, elementwise, interpreter, separable, winograd
 from facerun.net import load
 from facerun.zoo.replicas import replica_path
 
@@ -107,6 +108,59 @@ def test_depthwise_7x7_without_padding_is_a_global_depthwise():
     _close(_fast(conv.depthwise, st, x), _reference(st, x))
 
 
+@pytest.mark.parametrize("n,cin,c,h,w,band_rows,pw_act,bias", [
+    (1, 5, 8, 9, 7, 4, None, True),  # bands of 4, 4 and 1 rows; the 1x1 bias moved past the depthwise
+    (2, 16, 24, 1, 2, 1, None, True),  # one row, two columns, two images
+    (1, 8, 16, 6, 5, 1, P.Activation("prelu", slope=RNG.uniform(-0.5, 2.0, 16).astype(np.float32)), True),
+    (3, 12, 4, 5, 3, 100, None, False),  # one band a whole image, no biases
+    (1, 6, 6, 11, 9, 3, P.Activation("relu"), True),
+])
+def test_a_1x1_then_a_depthwise_band_by_band_equals_the_two_steps(monkeypatch, n, cin, c, h, w, band_rows, pw_act,
+                                                                   bias):
+    """The fused pair (separable.py) against the reference's 1x1 then 3x3 depthwise, with NaN in its scratch (the row
+    views wrap into its slack) and a residual on some."""
+    monkeypatch.setattr(separable, "BAND_BYTES", band_rows * w * c * 4)
+    pw = _conv(cin, c, k=1, pads=(0, 0, 0, 0), act=pw_act, bias=bias)
+    dw = _conv(c, c, groups=c, act=P.Activation("prelu", slope=RNG.uniform(-0.5, 2.0, c).astype(np.float32)),
+               bias=bias)
+    assert separable.suits(pw, dw, (n, c, h, w))
+    x = RNG.standard_normal((n, cin, h, w)).astype(np.float32)
+    mid = _reference(pw, x)
+    res = RNG.standard_normal(mid.shape).astype(np.float32) if n == 2 else None
+    want = _reference(dw, mid, res)
+    scratch = arena.Scratch()
+    scratch.get("pwdw", (10 * n * h * w * c + 64,)).fill(np.nan)
+    out = np.full((n, h, w, c), np.nan, np.float32)
+    step, build = separable.pointwise_depthwise(pw, dw)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    residual = None if res is None else np.ascontiguousarray(res.transpose(0, 2, 3, 1))
+    conv.fused(step, build, nhwc, out, residual, scratch, interpreter._Run())()
+    _close(out.transpose(0, 3, 1, 2), want)
+
+
+def test_only_a_1x1_read_by_nothing_but_its_depthwise_is_fused():
+    """YuNet's 20 1x1 -> depthwise pairs fuse; one whose 1x1 output is also a program output does not (and the run
+    still equals the reference); SFace's 1x1s before stride-2 depthwise layers do not."""
+    net = load(str(real_model("face_detection_yunet_2023mar.onnx")))
+    prog = net.program((1, 3, 64, 96))
+    pairs = interpreter._pairs(prog)
+    assert len(pairs) == 20
+    shown = min(pairs)
+    prog2 = dataclasses.replace(prog, outputs=prog.outputs + [("mid", shown)])
+    assert interpreter._pairs(prog2) == pairs - {shown}
+    feeds = {net.input_name: RNG.uniform(0, 255, (1, 3, 64, 96)).astype(np.float32)}
+    seen = {}
+    want = cpu.run_program(prog, feeds, on_step=lambda st, y: seen.update({st.out: y.copy()}) if st.out == shown else 0)
+    want["mid"] = seen[shown]
+    got = cpu.run_program(prog2, feeds)
+    assert set(got) == set(want)
+    for k in want:
+        _close(got[k], want[k])
+    sface = load(str(replica_path("sface-arch-small")))
+    kinds = interpreter.Executable(sface.program((1, 3, 112, 112))).kinds
+    assert "pwdw" in kinds and "depthwise" in kinds
+
+
 @pytest.mark.parametrize("stride,dilation,pads", [(1, 1, (1, 1, 1, 1)), (2, 1, (1, 0, 1, 1)), (1, 2, (2, 2, 2, 2)),
                                                   (2, 1, (0, 0, 0, 0))])
 def test_dense_im2col_and_the_stem_equal_the_reference(stride, dilation, pads):
@@ -169,7 +223,7 @@ def test_channels_last_equals_nchw_on_yunet_at_an_odd_size():
     net = load(str(real_model("face_detection_yunet_2023mar.onnx")))
     prog, feeds = _whole(net, (1, 3, 96, 160), scale=255)
     kinds = interpreter.Executable(prog).kinds
-    assert {"stem", "depthwise", "pointwise", "maxpool"} <= set(kinds)
+    assert {"stem", "pwdw", "pointwise", "maxpool"} <= set(kinds)
     want = cpu.run_program(prog, feeds, reference=True)
     got = cpu.run_program(prog, feeds)
     for k in want:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import blas
 from .. import program as P
-from . import arena, conv, elementwise, winograd
+from . import arena, conv, elementwise, separable, winograd
 
 NCHW, NHWC = "nchw", "nhwc"
 # Dense convolutions reading NCHW with at most this many input channels gather their columns straight from it.
@@ -49,6 +49,8 @@ class Planner:
         self.native: dict[int, str] = {}  # storage -> layout it is made in
         self.have: set = set()  # buffer keys that exist
         self.ops: list[_Op] = []
+        self.folded: dict[int, P.Conv] = {}  # 1x1 output -> its step, made inside the depthwise step reading it
+        self.pairs = _pairs(prog)
         for name, vid in prog.inputs:
             self.native[vid] = NCHW
             self._made((vid, NCHW), _Op("input", None, [], (vid, NCHW), info=name))
@@ -102,6 +104,15 @@ class Planner:
     def _plan(self, st: P.Step) -> None:
         vals = self.values
         out_shape = vals[st.out].shape
+        if isinstance(st, P.Conv) and st.out in self.pairs:
+            self.folded[st.out] = st  # made band by band inside its depthwise reader (separable.py)
+            self.need(st.x, NHWC)
+            return
+        if isinstance(st, P.Conv) and st.x in self.folded:
+            pw = self.folded[st.x]
+            res = [] if st.residual is None else [self.need(st.residual, NHWC)]
+            self._out(st, NHWC, "pwdw", [self.need(pw.x, NHWC)] + res, info=pw)
+            return
         if isinstance(st, P.Conv):
             x = vals[st.x]
             cin = x.shape[1]
@@ -158,6 +169,28 @@ class Planner:
         self._out(st, NCHW, "reference", reads)
 
 
+def _pairs(prog: P.Program) -> set[int]:
+    """The outputs of 1x1 convolutions read only by one 3x3 depthwise convolution (see separable.py)."""
+    values = prog.values
+    readers: dict[int, list] = {}
+    for st in prog.steps:
+        for v in st.reads:
+            if values[v].kind != "const":
+                readers.setdefault(values[v].base, []).append((st, v))
+    outputs = {values[vid].base for _, vid in prog.outputs}
+    makers = {st.out: st for st in prog.steps if isinstance(st, P.Conv)}
+    pairs = set()
+    for vid, pw in makers.items():
+        got = readers.get(vid, [])
+        if vid in outputs or len(got) != 1 or values[vid].base != vid:
+            continue
+        dw, read = got[0]
+        if (isinstance(dw, P.Conv) and read == vid == dw.x and dw.residual != vid and values[pw.x].kind != "const"
+                and len(values[pw.x].shape) == 4 and separable.suits(pw, dw, values[vid].shape)):
+            pairs.add(vid)
+    return pairs
+
+
 def _is_to_channels_last(st: P.Copy, in_shape, out_shape) -> bool:
     """Whether a Copy is the NCHW -> NHWC transpose of its whole input (then its result is the NHWC buffer)."""
     if len(in_shape) != 4 or st.offset != 0:
@@ -188,7 +221,8 @@ class Executable:
         self.kinds = [op.kind for op, fn in bound if fn is not None]  # for profiles: which kernel each step is
         # what the executable holds besides the program: its buffers, its scratch and its weights in their layouts
         weights = sum(op.step.weight.nbytes * (16 / 9 if op.kind == "winograd" else 1) for op in plan.ops
-                      if op.kind in ("stem", "depthwise", "winograd", "pointwise", "dense", "gemm"))
+                      if op.kind in ("stem", "depthwise", "winograd", "pointwise", "dense", "gemm", "pwdw"))
+        weights += sum(op.info.weight.nbytes for op in plan.ops if op.kind == "pwdw")
         self.nbytes = int(4 * sum(slots.sizes) + 8 * slack * len(slots.sizes) + self.scratch.nbytes + weights)
 
     def _assign(self, plan: Planner) -> arena.SlotPlan:
@@ -238,6 +272,10 @@ class Executable:
             return lambda: np.copyto(out, src.transpose(0, 2, 3, 1))
         args = [self._arg(plan, v, k) for v, k in zip(st.reads if kind != "binary" else (st.a, st.b), op.reads)]
         ctx = self.ctx
+        if kind == "pwdw":
+            st, build = separable.pointwise_depthwise(op.info, st)
+            return conv.fused(st, build, self.buffers[op.reads[0]], out, args[1] if len(args) > 1 else None,
+                              scratch, ctx)
         if kind in ("stem", "depthwise", "winograd", "pointwise", "dense"):
             build = {"stem": conv.stem, "depthwise": conv.depthwise, "winograd": winograd.winograd,
                      "pointwise": conv.pointwise, "dense": conv.dense}[kind]
