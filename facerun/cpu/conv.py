@@ -187,23 +187,61 @@ def dense(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     return pad_in, pieces
 
 
+def _column_phases(x: np.ndarray, pads, scratch):
+    """(planes, fill function) for a stride-2 convolution over NCHW x: the zero-padded input split by column parity,
+    planes[p, n, c, row, j] = padded[n, c, row, 2j + p], so that each tap's stride-2 columns are contiguous (the
+    gathers from them run at copy speed, not one element at a time)."""
+    n, c, h, w = x.shape
+    top, left, bottom, right = pads
+    hp, wp = h + top + bottom, w + left + right
+    planes = scratch.get("phases", (2, n, c, hp, (wp + 1) // 2))
+    copies, ring = [], []
+    for p in (0, 1):
+        first = (p - left) % 2  # x's first column in this plane
+        j0, count = (first + left) // 2, len(range(first, w, 2))
+        plane = planes[p]
+        copies.append((plane[:, :, top : top + h, j0 : j0 + count], x[:, :, :, first::2]))
+        ring += [plane[:, :, :top], plane[:, :, top + h :], plane[:, :, top : top + h, :j0],
+                 plane[:, :, top : top + h, j0 + count :]]
+    ring = [r for r in ring if r.size]
+
+    def fill_in():
+        for r in ring:
+            r.fill(0.0)
+        for dst, src in copies:
+            np.copyto(dst, src)
+
+    return planes, fill_in
+
+
 def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """A dense convolution reading NCHW x (the network's input, few channels): per band of output rows, columns
-    (C·kh·kw, pixels) gathered one tap at a time straight from the NCHW input, then one GEMM writing channels-last;
-    bands keep the columns in cache (8 MB of them for a 640x480 input, gathered whole, cost twice the GEMM)."""
+    (C·kh·kw, pixels) gathered one tap at a time straight from the NCHW input (at stride 2, from its two column
+    phases), then one GEMM writing channels-last; bands keep the columns in cache (8 MB of them for a 640x480 input,
+    gathered whole, cost twice the GEMM)."""
     n, oh, ow, cout = out.shape
     cin = x.shape[1]
     kh, kw = st.kernel
     (sh, sw), (dh, dw) = st.stride, st.dilation
     k = cin * kh * kw
     wk = np.ascontiguousarray(st.weight.reshape(cout, k).T)
-    xp, pad_in = padder(x, st.pads, scratch, role="padc", nchw=True)
+    phased = sw == 2 and dw == 1
+    if phased:
+        planes, pad_in = _column_phases(x, st.pads, scratch)
+    else:
+        xp, pad_in = padder(x, st.pads, scratch, role="padc", nchw=True)
+
+    def tap(n0, n1, c, r0, r1, ky, kx):
+        rows = slice(ky * dh + sh * r0, ky * dh + sh * (r1 - 1) + 1, sh)
+        if phased:
+            return planes[kx % 2, n0:n1, c, rows, kx // 2 : kx // 2 + ow]
+        return xp[n0:n1, c, rows, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw]
+
     macs = n * oh * ow * k * cout
     pieces = []
     for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, STEM_BAND_BYTES):
         cols = scratch.get("cols", (cin, kh, kw, n1 - n0, r1 - r0, ow))
-        copies = [(cols[c, ky, kx], xp[n0:n1, c, ky * dh + sh * r0 : ky * dh + sh * (r1 - 1) + 1 : sh,
-                                       kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
+        copies = [(cols[c, ky, kx], tap(n0, n1, c, r0, r1, ky, kx))
                   for c in range(cin) for ky in range(kh) for kx in range(kw)]
         mult = product(cols.reshape(k, -1).T, wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, macs)
 
