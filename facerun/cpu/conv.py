@@ -319,6 +319,60 @@ def _depthwise_in_place(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
     return prologue, pieces
 
 
+def _depthwise_stride2(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
+    """3x3 at stride 2: the zero-padded input split by column parity (planes[p][n, row, j] = padded[n, row, 2j + p]),
+    so each tap's output row is a contiguous run of W·C: one einsum over the even-column taps (kx = 0, 2: plane 0 at
+    j and j + 1), one over the odd (kx = 1: plane 1), added; per band of output rows. The generic kernel's inner loop
+    runs over one pixel's C channels."""
+    n, oh, ow, c = out.shape
+    _, h, w, _ = x.shape
+    top, left, _, _ = st.pads
+    hp, wd = 2 * oh + 1, ow + 1  # rows 2r + ky and plane columns q + kx // 2 of every output
+    planes = scratch.get("phases", (2, n, hp, wd, c))
+    ring, copies = [], []
+    for p in (0, 1):
+        first = (p - left) % 2  # x's first column in plane p
+        j0 = (first + left) // 2
+        count = max(0, min(len(range(first, w, 2)), wd - j0))
+        inside = max(0, min(h, hp - top))  # x's rows that some output reads
+        plane = planes[p]
+        if inside and count:
+            copies.append((plane[:, top : top + inside, j0 : j0 + count],
+                           x[:, :inside, first : first + 2 * count - 1 : 2]))
+        ring += [plane[:, :top], plane[:, top + inside :], plane[:, top : top + inside, :j0],
+                 plane[:, top : top + inside, j0 + count :]]
+    ring = [r for r in ring if r.size]
+    wts = st.weight.reshape(c, 3, 3).transpose(1, 2, 0)  # (3, 3, C)
+    even = np.ascontiguousarray(np.broadcast_to(wts[:, 0::2, None, :], (3, 2, ow, c)).reshape(3, 2, ow * c))
+    odd = np.ascontiguousarray(np.broadcast_to(wts[:, 1, None, :], (3, ow, c)).reshape(3, ow * c))
+    ps = planes.strides
+    rows = max(1, DEPTHWISE_BAND_BYTES // (ow * c * 4))
+    pieces = []
+    for i in range(n):
+        for r0 in range(0, oh, rows):
+            r = min(rows, oh - r0)
+            dst = out[i, r0 : r0 + r].reshape(r, ow * c)
+            tmp = scratch.get("dw_odd", (r, ow * c))
+            start = i * ps[1] + 2 * r0 * ps[2]
+            a = strided(planes, start // 4, (3, 2, r, ow * c), (ps[2], ps[3], 2 * ps[2], 4))
+            b = strided(planes, (ps[0] + start) // 4, (3, r, ow * c), (ps[2], 2 * ps[2], 4))
+
+            def piece(a=a, b=b, dst=dst, tmp=tmp):
+                np.einsum("ijrk,ijk->rk", a, even, out=dst)
+                np.einsum("irk,ik->rk", b, odd, out=tmp)
+                np.add(dst, tmp, out=dst)
+
+            pieces.append((piece, lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r]))
+
+    def fill_in():
+        for z in ring:
+            z.fill(0.0)
+        for d, s_ in copies:
+            np.copyto(d, s_)
+
+    return fill_in, pieces
+
+
 def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """One group per channel (Cout = Cin): per band of output rows, one einsum over the kernel taps."""
     n, oh, ow, c = out.shape
@@ -328,6 +382,8 @@ def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
         direct = _depthwise_in_place(st, x, out, scratch)
         if direct is not None:
             return direct
+    if (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
+        return _depthwise_stride2(st, x, out, scratch)
     xp, pad_in = padder(x, st.pads, scratch)
     rs, cs = xp.strides[1], xp.strides[2]
     w = np.ascontiguousarray(st.weight.reshape(c, kh, kw).transpose(1, 2, 0))  # (kh, kw, C)
