@@ -138,6 +138,24 @@ def test_a_1x1_then_a_depthwise_band_by_band_equals_the_two_steps(monkeypatch, n
     _close(out.transpose(0, 3, 1, 2), want)
 
 
+@pytest.mark.parametrize("n,h,w,band_rows", [(2, 9, 7, 2), (1, 8, 6, 4), (1, 5, 5, 100), (3, 3, 2, 2)])
+def test_a_pair_then_its_max_pooling_band_by_band_equals_the_three_steps(monkeypatch, n, h, w, band_rows):
+    """separable.pooled (odd heights and widths: the last row and column are not pooled) against the reference."""
+    c = 8
+    monkeypatch.setattr(separable, "BAND_BYTES", band_rows * w * c * 4)
+    pw = _conv(6, c, k=1, pads=(0, 0, 0, 0))
+    dw = _conv(c, c, groups=c, act=P.Activation("relu"))
+    pool = P.Pool(out=2, node="pool", x=1, kind="max", kernel=(2, 2), stride=(2, 2), pads=(0, 0, 0, 0))
+    x = RNG.standard_normal((n, 6, h, w)).astype(np.float32)
+    mid = _reference(dw, _reference(pw, x))
+    want = cpu.run_step(pool, [mid], (n, c, h // 2, w // 2))
+    out = np.full((n, h // 2, w // 2, c), np.nan, np.float32)
+    scratch = arena.Scratch()
+    scratch.get("dwband", (n * h * w * c,)).fill(np.nan)
+    separable.pooled(pw, dw, np.ascontiguousarray(x.transpose(0, 2, 3, 1)), out, scratch, interpreter._Run())()
+    _close(out.transpose(0, 3, 1, 2), want)
+
+
 def test_only_a_1x1_read_by_nothing_but_its_depthwise_is_fused():
     """YuNet's 20 1x1 -> depthwise pairs fuse; one whose 1x1 output is also a program output does not (and the run
     still equals the reference); SFace's 1x1s before stride-2 depthwise layers do not."""
@@ -145,6 +163,7 @@ def test_only_a_1x1_read_by_nothing_but_its_depthwise_is_fused():
     prog = net.program((1, 3, 64, 96))
     pairs = interpreter._pairs(prog)
     assert len(pairs) == 20
+    assert interpreter.Executable(prog).kinds.count("pwdw_pool") == 2  # the two pools whose input nothing else reads
     shown = min(pairs)
     prog2 = dataclasses.replace(prog, outputs=prog.outputs + [("mid", shown)])
     assert interpreter._pairs(prog2) == pairs - {shown}

@@ -51,6 +51,11 @@ class Planner:
         self.ops: list[_Op] = []
         self.folded: dict[int, P.Conv] = {}  # 1x1 output -> its step, made inside the depthwise step reading it
         self.pairs = _pairs(prog)
+        self.readers: dict[int, int] = {}  # storage -> steps reading it
+        for step in prog.steps:
+            for v in dict.fromkeys(self.values[r].base for r in step.reads if self.values[r].kind != "const"):
+                self.readers[v] = self.readers.get(v, 0) + 1
+        self.output_bases = {self.values[vid].base for _, vid in prog.outputs}
         for name, vid in prog.inputs:
             self.native[vid] = NCHW
             self._made((vid, NCHW), _Op("input", None, [], (vid, NCHW), info=name))
@@ -95,6 +100,19 @@ class Planner:
         shape = self.values[vid].shape
         return _nhwc_shape(shape) if layout == NHWC else shape
 
+    def _pool_after_pair(self, st: P.Pool) -> bool:
+        """A 2x2 max pooling that is the only reader of the pair just planned joins it (separable.pooled)."""
+        last = self.ops[-1]
+        x = self.values[st.x]
+        if (last.kind != "pwdw" or last.write != (st.x, NHWC) or x.base != st.x or len(last.reads) != 1
+                or self.readers.get(st.x) != 1 or st.x in self.output_bases
+                or not _is_halving_max_pool(st, x.shape, self.values[st.out].shape)):
+            return False
+        self.ops.pop()
+        self.have.discard(last.write)
+        self._out(st, NHWC, "pwdw_pool", last.reads, info=(last.info, last.step))
+        return True
+
     # -------------------------------------------------------------------------------------------- steps
     def _out(self, st, layout, kind, reads, inplace=False, info=None):
         self.native[st.out] = layout
@@ -134,6 +152,8 @@ class Planner:
             if kind is not None:
                 self._out(st, NHWC, kind, [self.need(st.x, NHWC)] + res)
                 return
+        elif isinstance(st, P.Pool) and self._pool_after_pair(st):
+            return
         elif isinstance(st, P.Pool) and st.kind == "max" and self.nhwc(st.x):
             self._out(st, NHWC, "maxpool", [self.need(st.x, NHWC)])
             return
@@ -167,6 +187,13 @@ class Planner:
             return
         reads = [self.need(v, NCHW) for v in st.reads]
         self._out(st, NCHW, "reference", reads)
+
+
+def _is_halving_max_pool(st: P.Pool, in_shape, out_shape) -> bool:
+    """2x2/2 max pooling with no padding, rounding down (what separable.pooled does)."""
+    _, _, h, w = in_shape
+    return (st.kind == "max" and st.kernel == st.stride == (2, 2) and st.dilation == (1, 1) and not any(st.pads)
+            and tuple(out_shape[2:]) == (h // 2, w // 2) and h >= 2 and w >= 2)
 
 
 def _pairs(prog: P.Program) -> set[int]:
@@ -223,6 +250,8 @@ class Executable:
         weights = sum(op.step.weight.nbytes * (16 / 9 if op.kind == "winograd" else 1) for op in plan.ops
                       if op.kind in ("stem", "depthwise", "winograd", "pointwise", "dense", "gemm", "pwdw"))
         weights += sum(op.info.weight.nbytes for op in plan.ops if op.kind == "pwdw")
+        weights += sum(pw.weight.nbytes + dw.weight.nbytes for op in plan.ops if op.kind == "pwdw_pool"
+                       for pw, dw in [op.info])
         self.nbytes = int(4 * sum(slots.sizes) + 8 * slack * len(slots.sizes) + self.scratch.nbytes + weights)
 
     def _assign(self, plan: Planner) -> arena.SlotPlan:
@@ -272,6 +301,9 @@ class Executable:
             return lambda: np.copyto(out, src.transpose(0, 2, 3, 1))
         args = [self._arg(plan, v, k) for v, k in zip(st.reads if kind != "binary" else (st.a, st.b), op.reads)]
         ctx = self.ctx
+        if kind == "pwdw_pool":
+            pw, dw = op.info
+            return separable.pooled(pw, dw, self.buffers[op.reads[0]], out, scratch, ctx)
         if kind == "pwdw":
             st, build = separable.pointwise_depthwise(op.info, st)
             return conv.fused(st, build, self.buffers[op.reads[0]], out, args[1] if len(args) > 1 else None,

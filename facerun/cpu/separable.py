@@ -35,24 +35,64 @@ def suits(pw: P.Conv, dw: P.Conv, shape) -> bool:
             and w >= 2)
 
 
+def _move_bias(pw: P.Conv, dw: P.Conv):
+    """(pw, dw, shift): a bias-only 1x1's bias moved into the depthwise step's (see above), or the steps as they are
+    and None."""
+    if pw.act is not None or pw.bias is None:
+        return pw, dw, None
+    shift = pw.bias.astype(np.float32)
+    moved = shift * dw.weight.reshape(-1, 9).sum(axis=1, dtype=np.float32)
+    dw = dataclasses.replace(dw, bias=moved if dw.bias is None else dw.bias + moved)
+    return dataclasses.replace(pw, bias=None), dw, shift
+
+
 def pointwise_depthwise(pw: P.Conv, dw: P.Conv):
     """(the depthwise step whose epilogue conv.fused applies, a kernel builder for it) for depthwise `dw` over
     `pw`'s output, the builder reading `pw`'s input."""
-    shift = None
-    if pw.act is None and pw.bias is not None:
-        shift = pw.bias.astype(np.float32)
-        moved = shift * dw.weight.reshape(-1, 9).sum(axis=1, dtype=np.float32)
-        dw = dataclasses.replace(dw, bias=moved if dw.bias is None else dw.bias + moved)
-        pw = dataclasses.replace(pw, bias=None)
+    pw, dw, shift = _move_bias(pw, dw)
 
     def build(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
-        return _build(pw, st, shift, x, out, scratch, ctx)
+        pieces = _build(pw, st, shift, x, out.shape, lambda i, r0, r1: out[i, r0:r1], scratch, ctx)
+        return None, [(fn, lambda arr, i=i, r0=r0, r1=r1: arr[i, r0:r1]) for fn, i, r0, r1 in pieces]
 
     return dw, build
 
 
-def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, out: np.ndarray, scratch, ctx):
-    n, h, w, c = out.shape
+def pooled(pw: P.Conv, dw: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
+    """The pair, then 2x2/2 max pooling (`out`: its NHWC result) of each band of depthwise output as soon as it is
+    made: the depthwise output lives in a band-sized buffer, never in memory."""
+    pw, dw, shift = _move_bias(pw, dw)
+    n, h, w, _ = x.shape
+    c = dw.weight.shape[0]
+    oh, ow = out.shape[1:3]
+    limit = max(2, BAND_BYTES // (w * c * 4)) // 2 * 2  # bands of whole row pairs
+    band = scratch.get("dwband", (min(h, limit), w, c))
+    pieces = _build(pw, dw, shift, x, (n, h, w, c), lambda i, r0, r1: band[: r1 - r0], scratch, ctx, limit)
+    tiles: dict = {}
+    steps = []
+    for fn, i, r0, r1 in pieces:
+        made = band[: r1 - r0]
+        pairs = (r1 - r0) // 2 if r1 < h else oh - r0 // 2  # an odd last row is not pooled
+        rows = scratch.get("pwdw_pool", (pairs, w, c))
+        pool = (rows, made[0 : 2 * pairs : 2], made[1 : 2 * pairs : 2], rows[:, 0 : 2 * ow : 2],
+                rows[:, 1 : 2 * ow : 2], out[i, r0 // 2 : r0 // 2 + pairs])
+        steps.append((fn, epilogue(dw, made, None, scratch, tiles), pool))
+
+    def run():
+        for fn, tail, (rows, top, bottom, left, right, dst) in steps:
+            fn()
+            if tail is not None:
+                tail()
+            np.maximum(top, bottom, out=rows)
+            np.maximum(left, right, out=dst)
+
+    return run
+
+
+def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, shape, target, scratch, ctx, limit: int | None = None):
+    """[(piece, image, first row, end row)]: each piece makes depthwise rows [r0, r1) of image i into target(i, r0,
+    r1), before any epilogue of the depthwise step."""
+    n, h, w, c = shape
     cin = x.shape[3]
     row = w * c
     wk = np.ascontiguousarray(pw.weight.reshape(c, cin)).T
@@ -62,7 +102,7 @@ def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, out: np.ndarray, scratc
     outside = np.zeros(row, np.float32) if shift is None else np.tile(-shift, w)
     # what the left and right border columns leave out of the moved bias: -shift·Σ of a column of taps
     fixup = None if shift is None else np.stack([-shift * wts[:, 0].sum(0), -shift * wts[:, 2].sum(0)])
-    rows = max(1, min(h, BAND_BYTES // (row * 4)))
+    rows = max(1, min(h, limit or BAND_BYTES // (row * 4)))
     flat = scratch.get("pwdw", ((rows + 2) * row + 2 * c,))
     mid = flat[c : c + (rows + 2) * row].reshape(rows + 2, w, c)  # mid[m]: 1x1 output row r0 - 1 + m
     macs = n * h * w * cin * c
@@ -79,7 +119,7 @@ def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, out: np.ndarray, scratc
             new = mid[m0:m1]
             make = product(x[i, a0:a1].reshape(-1, cin), wk, new.reshape(-1, c), ctx, macs)
             tail = epilogue(pw, new, None, scratch, tiles)
-            band = out[i, r0:r1]
+            band = target(i, r0, r1)
             main = (strided(flat, 0, (3, 3, r, row), (row * 4, c * 4, row * 4, 4)), tiled, band.reshape(r, row))
             edge = strided(flat, c, (2, 3, 2, r, c), ((w - 2) * c * 4, row * 4, c * 4, row * 4, 4))
             edge_out = as_strided(band, (2, r, c), ((w - 1) * c * 4, row * 4, 4))  # columns 0 and W-1
@@ -101,5 +141,5 @@ def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, out: np.ndarray, scratc
                 if fix is not None:
                     np.add(*fix, out=fix[0])
 
-            pieces.append((piece, lambda arr, i=i, r0=r0, r1=r1: arr[i, r0:r1]))
-    return None, pieces
+            pieces.append((piece, i, r0, r1))
+    return pieces
