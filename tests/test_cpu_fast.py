@@ -178,6 +178,7 @@ def test_only_a_1x1_read_by_nothing_but_its_depthwise_is_fused():
     sface = load(str(replica_path("sface-arch-small")))
     kinds = interpreter.Executable(sface.program((1, 3, 112, 112))).kinds
     assert "pwdw" in kinds and "depthwise" in kinds
+    assert kinds[:2] == ["binary", "binary"] and "reference" not in kinds  # its input scaling in place, NCHW
 
 
 @pytest.mark.parametrize("stride,dilation,pads", [(1, 1, (1, 1, 1, 1)), (2, 1, (1, 0, 1, 1)), (1, 2, (2, 2, 2, 2)),

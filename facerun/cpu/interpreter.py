@@ -168,6 +168,13 @@ class Planner:
                 reads = [None if s else self.need(v.id, NHWC) for v, s in zip(operands, scalar)]
                 self._out(st, NHWC, "binary", reads, inplace=True)
                 return
+            # NCHW tensors and scalars (a model's input scaling): in place too, the same in either layout
+            plain = [s or (v.kind != "const" and v.shape == out_shape and self.native.get(v.base) == NCHW
+                           and vals[v.base].shape == v.shape) for v, s in zip(operands, scalar)]
+            if all(plain) and not all(scalar):
+                reads = [None if s else self.need(v.id, NCHW) for v, s in zip(operands, scalar)]
+                self._out(st, NCHW, "binary", reads, inplace=True)
+                return
         elif isinstance(st, P.Resize) and self.nhwc(st.x):
             self._out(st, NHWC, "resize", [self.need(st.x, NHWC)])
             return
