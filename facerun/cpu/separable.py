@@ -19,7 +19,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import program as P
-from .conv import epilogue, product, strided
+from .conv import einsum, epilogue, product, strided
 
 # Bytes of depthwise output per band. Measured on YuNet 640x480 (one thread, 512 KB L2): 768 KB beat 192-384 KB
 # bands (each band costs ~10 numpy calls) and whole tensors (the 1x1 rows leave the cache).
@@ -135,9 +135,8 @@ def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, shape, target, scratch,
                     tail()
                 for b in blank:
                     np.copyto(b.reshape(-1), outside)
-                with np.errstate(all="ignore"):  # whatever lies in the slack only reaches the border columns
-                    np.einsum("ijrk,ijk->rk", *main[:2], out=main[2])
-                np.einsum("sijrk,sijk->srk", edge, sides, out=edge_out)
+                einsum("ijrk,ijk->rk", *main[:2], out=main[2])  # what lies in the slack reaches only the borders
+                einsum("sijrk,sijk->srk", edge, sides, out=edge_out)
                 if fix is not None:
                     np.add(*fix, out=fix[0])
 
