@@ -13,6 +13,8 @@ A bias, a residual and the activation follow in place (`epilogue`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -107,8 +109,10 @@ def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch, 
 
 def fused(st: P.Conv, kernel, x, out, residual, scratch, ctx):
     """The convolution `kernel` builds, its epilogue applied to each band of output right after the band is made
-    (while it is still in cache)."""
-    prologue, pieces = kernel(st, x, out, scratch, ctx)
+    (while it is still in cache). A kernel that adds the bias itself says so with a third result, True."""
+    prologue, pieces, *biased = kernel(st, x, out, scratch, ctx)
+    if biased and biased[0]:
+        st = dataclasses.replace(st, bias=None)
     tiles: dict = {}
     steps = [(fn, epilogue(st, pick(out), None if residual is None else pick(residual), scratch, tiles))
              for fn, pick in pieces]
@@ -233,6 +237,9 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     (sh, sw), (dh, dw) = st.stride, st.dilation
     k = cin * kh * kw
     wk = np.ascontiguousarray(st.weight.reshape(cout, k).T)
+    biased = st.bias is not None  # the bias as one more row of weights, times a row of ones: no pass of its own
+    if biased:
+        wk = np.concatenate([wk, st.bias.astype(np.float32).reshape(1, cout)])
     phased = sw == 2 and dw == 1
     if phased:
         planes, pad_in = _column_phases(x, st.pads, scratch)
@@ -248,18 +255,22 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     macs = n * oh * ow * k * cout
     pieces = []
     for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, STEM_BAND_BYTES):
-        cols = scratch.get("cols", (cin, kh, kw, n1 - n0, r1 - r0, ow))
+        rows = scratch.get("cols", (k + biased, (n1 - n0) * (r1 - r0) * ow))
+        cols = rows[:k].reshape(cin, kh, kw, n1 - n0, r1 - r0, ow)
         copies = [(cols[c, ky, kx], tap(n0, n1, c, r0, r1, ky, kx))
                   for c in range(cin) for ky in range(kh) for kx in range(kw)]
-        mult = product(cols.reshape(k, -1).T, wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, macs)
+        mult = product(rows.T, wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, macs)
+        ones = rows[k] if biased else None
 
-        def band(copies=copies, mult=mult):
+        def band(copies=copies, mult=mult, ones=ones):
             for dst, src in copies:
                 np.copyto(dst, src)
+            if ones is not None:
+                ones.fill(1.0)  # scratch: other steps write here too
             mult()
 
         pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1]))
-    return pad_in, pieces
+    return pad_in, pieces, biased
 
 
 def _owner_span(x: np.ndarray, reach: int):
