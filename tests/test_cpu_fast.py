@@ -239,6 +239,20 @@ def test_channels_last_equals_nchw_over_a_whole_replica(name, shape):
         _close(got[k], want[k])
 
 
+@pytest.mark.parametrize("name", ["sface-arch-small", "auraface-arch-small"])
+def test_the_batch_norm_before_the_fully_connected_layer_folds_into_its_weights(name):
+    net = load(str(replica_path(name)))
+    prog, feeds = _whole(net, (2, 3, 112, 112))
+    plan = interpreter.Planner(prog)
+    gemm = next(op for op in plan.ops if op.kind == "gemm")
+    assert isinstance(gemm.info, tuple) and isinstance(gemm.info[1], P.Affine)
+    assert sum(isinstance(st, P.Affine) for st in prog.steps) == [op.kind for op in plan.ops].count("affine") + 1
+    want = cpu.run_program(prog, feeds, reference=True)
+    got = cpu.run_program(prog, feeds)
+    for k in want:
+        _close(got[k], want[k])
+
+
 def test_channels_last_equals_nchw_on_yunet_at_an_odd_size():
     net = load(str(real_model("face_detection_yunet_2023mar.onnx")))
     prog, feeds = _whole(net, (1, 3, 96, 160), scale=255)

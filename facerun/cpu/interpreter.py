@@ -187,7 +187,15 @@ class Planner:
         elif isinstance(st, P.Gemm) and len(vals[st.x].shape) == 2:
             x = vals[st.x]
             base = vals[x.base]
-            if self.native.get(x.base) == NHWC and x.shape == (base.shape[0], prod(base.shape[1:])):
+            flat = x.shape == (base.shape[0], prod(base.shape[1:]))
+            last = self.ops[-1]
+            if (flat and last.kind == "affine" and last.write == (x.base, NHWC) and self.readers.get(x.base) == 1
+                    and x.base not in self.output_bases and self.shape_of(last.reads[0]) == self.shape_of(last.write)):
+                # a batch norm between the last convolution and the fully connected layer: folded into its weights
+                self.ops.pop()
+                self.have.discard(last.write)
+                self._out(st, NCHW, "gemm", last.reads, info=("permuted", last.step))
+            elif self.native.get(x.base) == NHWC and flat:
                 self._out(st, NCHW, "gemm", [self.need(x.base, NHWC)], info="permuted")
             else:
                 self._out(st, NCHW, "gemm", [self.need(st.x, NCHW)])
@@ -340,13 +348,21 @@ class Executable:
 
     def _gemm(self, st: P.Gemm, op: _Op, plan: Planner, x: np.ndarray, out: np.ndarray, scratch):
         w = st.weight
-        if op.info == "permuted":  # x is the NHWC buffer of a 4-D value the model flattened as NCHW
+        bias = None if st.bias is None else st.bias.astype(np.float32)
+        if op.info is not None:  # x is the NHWC buffer of a 4-D value the model flattened as NCHW
             n, h, wd, c = x.shape
-            w = np.ascontiguousarray(w.reshape(w.shape[0], c, h, wd).transpose(0, 2, 3, 1).reshape(w.shape[0], -1))
+            w = w.reshape(w.shape[0], c, h, wd)
+            if isinstance(op.info, tuple):  # W·(s·x + t) = (W·s)·x + W·t, the batch norm's scale and shift per channel
+                affine = op.info[1]
+                scale = np.broadcast_to(affine.scale.reshape(-1), (c,)).reshape(1, c, 1, 1)
+                shift = np.broadcast_to(affine.shift.reshape(-1), (c,)).reshape(1, c, 1, 1)
+                moved = (w.astype(np.float64) * shift).sum(axis=(1, 2, 3))
+                bias = (moved if bias is None else bias + moved).astype(np.float32)
+                w = (w * scale).astype(np.float32)
+            w = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1))
             x = x.reshape(n, -1)
         wt = np.ascontiguousarray(w).T  # BLAS reads the rows of (N, K): 4x faster than (K, N) for one row of x
         mult = conv.product(x, wt, out, self.ctx)
-        bias = None if st.bias is None else st.bias.astype(np.float32)
         act = elementwise.inplace_activation(st.act, out, scratch, channels_last=True, reps=1)
 
         def run():
