@@ -114,6 +114,7 @@ def test_depthwise_7x7_without_padding_is_a_global_depthwise():
     (1, 8, 16, 6, 5, 1, P.Activation("prelu", slope=RNG.uniform(-0.5, 2.0, 16).astype(np.float32)), True),
     (3, 12, 4, 5, 3, 100, None, False),  # one band a whole image, no biases
     (1, 6, 6, 11, 9, 3, P.Activation("relu"), True),
+    (2, 7, 1, 6, 5, 2, None, True),  # one output channel: a dense 3x3 convolution is a depthwise one (YuNet's heads)
 ])
 def test_a_1x1_then_a_depthwise_band_by_band_equals_the_two_steps(monkeypatch, n, cin, c, h, w, band_rows, pw_act,
                                                                    bias):
@@ -157,12 +158,13 @@ def test_a_pair_then_its_max_pooling_band_by_band_equals_the_three_steps(monkeyp
 
 
 def test_only_a_1x1_read_by_nothing_but_its_depthwise_is_fused():
-    """YuNet's 20 1x1 -> depthwise pairs fuse; one whose 1x1 output is also a program output does not (and the run
-    still equals the reference); SFace's 1x1s before stride-2 depthwise layers do not."""
+    """YuNet's 26 1x1 -> depthwise pairs fuse (6 of them one-channel 3x3 convolutions: depthwise too); one whose 1x1
+    output is also a program output does not (and the run still equals the reference); SFace's 1x1s before stride-2
+    depthwise layers do not."""
     net = load(str(real_model("face_detection_yunet_2023mar.onnx")))
     prog = net.program((1, 3, 64, 96))
     pairs = interpreter._pairs(prog)
-    assert len(pairs) == 20
+    assert len(pairs) == 26
     assert interpreter.Executable(prog).kinds.count("pwdw_pool") == 2  # the two pools whose input nothing else reads
     shown = min(pairs)
     prog2 = dataclasses.replace(prog, outputs=prog.outputs + [("mid", shown)])
@@ -214,6 +216,19 @@ def test_in_place_activations_are_the_reference_bit_for_bit(act):
     np.testing.assert_array_equal(nhwc.transpose(0, 3, 1, 2), want)
 
 
+@pytest.mark.parametrize("src_y,src_x", [
+    ([0, 0, 1, 1, 2, 2], [0, 0, 0, 1, 1, 1]),  # integer factors 2 and 3: one broadcast copy
+    ([0, 1, 1, 2, 2, 2], [0, 0, 1]),  # anything else: rows taken, then columns
+])
+def test_nearest_resize_equals_the_reference(src_y, src_x):
+    st = P.Resize(out=1, node="resize", x=0, src_y=np.array(src_y, np.int32), src_x=np.array(src_x, np.int32))
+    x = RNG.standard_normal((2, 5, 3, 2)).astype(np.float32)
+    want = cpu.run_step(st, [x], (2, 5, len(src_y), len(src_x)))
+    out = np.full((2, len(src_y), len(src_x), 5), np.nan, np.float32)
+    elementwise.resize(st, np.ascontiguousarray(x.transpose(0, 2, 3, 1)), out, arena.Scratch())()
+    np.testing.assert_array_equal(out.transpose(0, 3, 1, 2), want)
+
+
 # --------------------------------------------------------------------------------------------- whole programs
 
 
@@ -257,7 +272,7 @@ def test_channels_last_equals_nchw_on_yunet_at_an_odd_size():
     net = load(str(real_model("face_detection_yunet_2023mar.onnx")))
     prog, feeds = _whole(net, (1, 3, 96, 160), scale=255)
     kinds = interpreter.Executable(prog).kinds
-    assert {"stem", "pwdw", "pointwise", "maxpool"} <= set(kinds)
+    assert {"stem", "pwdw", "pwdw_pool", "maxpool", "resize"} <= set(kinds)
     want = cpu.run_program(prog, feeds, reference=True)
     got = cpu.run_program(prog, feeds)
     for k in want:

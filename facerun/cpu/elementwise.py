@@ -215,7 +215,13 @@ def _maxpool_2x2(x: np.ndarray, out: np.ndarray, scratch):
 
 def resize(st: P.Resize, x: np.ndarray, out: np.ndarray, scratch):
     """Nearest resize of channels-last x: rows taken, then columns."""
-    n, _, w, c = x.shape
+    n, h, w, c = x.shape
+    fy, fx = len(st.src_y) // h, len(st.src_x) // w
+    if (np.array_equal(st.src_y, np.repeat(np.arange(h), fy)) and np.array_equal(st.src_x, np.repeat(np.arange(w), fx))
+            and fy * h == len(st.src_y) and fx * w == len(st.src_x)):  # an integer upsampling: one broadcast copy
+        blocks = out.reshape(n, h, fy, w, fx, c)
+        spread = x[:, :, None, :, None, :]
+        return lambda: np.copyto(blocks, spread)
     rows = scratch.get("resize", (n, len(st.src_y), w, c))
     src_y, src_x = st.src_y.astype(np.intp), st.src_x.astype(np.intp)
 

@@ -30,7 +30,7 @@ def suits(pw: P.Conv, dw: P.Conv, shape) -> bool:
     """Whether 1x1 `pw` (its output (N, C, H, W) = `shape`) and 3x3 depthwise `dw` over it fuse."""
     _, c, h, w = shape
     return (pw.groups == 1 and pw.kernel == (1, 1) and pw.stride == (1, 1) and not any(pw.pads)
-            and pw.residual is None and dw.depthwise and dw.groups == c == dw.weight.shape[0]
+            and pw.residual is None and dw.groups == c and dw.weight.shape[:2] == (c, 1)  # one channel: dense too
             and dw.kernel == (3, 3) and dw.stride == (1, 1) and dw.dilation == (1, 1) and dw.pads == (1, 1, 1, 1)
             and w >= 2)
 
