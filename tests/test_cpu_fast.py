@@ -139,13 +139,16 @@ def test_a_1x1_then_a_depthwise_band_by_band_equals_the_two_steps(monkeypatch, n
     _close(out.transpose(0, 3, 1, 2), want)
 
 
+@pytest.mark.parametrize("act", [P.Activation("relu"),
+                                 P.Activation("prelu", slope=np.linspace(-1, 2, 8, dtype=np.float32))])
 @pytest.mark.parametrize("n,h,w,band_rows", [(2, 9, 7, 2), (1, 8, 6, 4), (1, 5, 5, 100), (3, 3, 2, 2)])
-def test_a_pair_then_its_max_pooling_band_by_band_equals_the_three_steps(monkeypatch, n, h, w, band_rows):
-    """separable.pooled (odd heights and widths: the last row and column are not pooled) against the reference."""
+def test_a_pair_then_its_max_pooling_band_by_band_equals_the_three_steps(monkeypatch, n, h, w, band_rows, act):
+    """separable.pooled (odd heights and widths: the last row and column are not pooled) against the reference; a ReLU
+    and the bias come after the pooling, a PReLU (not monotonic) before."""
     c = 8
     monkeypatch.setattr(separable, "BAND_BYTES", band_rows * w * c * 4)
     pw = _conv(6, c, k=1, pads=(0, 0, 0, 0))
-    dw = _conv(c, c, groups=c, act=P.Activation("relu"))
+    dw = _conv(c, c, groups=c, act=act)
     pool = P.Pool(out=2, node="pool", x=1, kind="max", kernel=(2, 2), stride=(2, 2), pads=(0, 0, 0, 0))
     x = RNG.standard_normal((n, 6, h, w)).astype(np.float32)
     mid = _reference(dw, _reference(pw, x))

@@ -68,23 +68,30 @@ def pooled(pw: P.Conv, dw: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx)
     limit = max(2, BAND_BYTES // (w * c * 4)) // 2 * 2  # bands of whole row pairs
     band = scratch.get("dwband", (min(h, limit), w, c))
     pieces = _build(pw, dw, shift, x, (n, h, w, c), lambda i, r0, r1: band[: r1 - r0], scratch, ctx, limit)
+    # bias and a non-decreasing activation commute with the max (fl(a + b) is monotonic in a): after pooling they
+    # touch a quarter of the values
+    late = dw.act is None or dw.act.kind == "relu"
     tiles: dict = {}
     steps = []
     for fn, i, r0, r1 in pieces:
         made = band[: r1 - r0]
         pairs = (r1 - r0) // 2 if r1 < h else oh - r0 // 2  # an odd last row is not pooled
         rows = scratch.get("pwdw_pool", (pairs, w, c))
+        dst = out[i, r0 // 2 : r0 // 2 + pairs]
         pool = (rows, made[0 : 2 * pairs : 2], made[1 : 2 * pairs : 2], rows[:, 0 : 2 * ow : 2],
-                rows[:, 1 : 2 * ow : 2], out[i, r0 // 2 : r0 // 2 + pairs])
-        steps.append((fn, epilogue(dw, made, None, scratch, tiles), pool))
+                rows[:, 1 : 2 * ow : 2], dst)
+        tail = epilogue(dw, dst if late else made, None, scratch, tiles)
+        steps.append((fn, None if late else tail, pool, tail if late else None))
 
     def run():
-        for fn, tail, (rows, top, bottom, left, right, dst) in steps:
+        for fn, early, (rows, top, bottom, left, right, dst), after in steps:
             fn()
-            if tail is not None:
-                tail()
+            if early is not None:
+                early()
             np.maximum(top, bottom, out=rows)
             np.maximum(left, right, out=dst)
+            if after is not None:
+                after()
 
     return run
 
