@@ -160,6 +160,11 @@ class Planner:
         elif isinstance(st, (P.Affine, P.Unary)) and self.nhwc(st.x):
             self._out(st, NHWC, st.op.lower(), [self.need(st.x, NHWC)], inplace=True)
             return
+        elif (isinstance(st, P.Unary) and vals[st.x].kind != "const"
+              and (st.act.slope is None or st.act.slope.size == 1)):
+            # no per-channel parameter: any shape, in place (YuNet's score sigmoids)
+            self._out(st, NCHW, "unary", [self.need(st.x, NCHW)], inplace=True)
+            return
         elif isinstance(st, P.Binary) and st.kind in elementwise._BINARY and len(out_shape) == 4:
             operands = [vals[v] for v in (st.a, st.b)]
             scalar = [v.kind == "const" and v.size == 1 for v in operands]
