@@ -12,7 +12,7 @@ from .errors import InputError, ModelError
 from .lru import LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
-from .program import Program
+from .program import ParameterPool, Program
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
 PROGRAM_BUDGET_MB = 512  # host memory for one model's compiled programs (FACERUN_PROGRAM_BUDGET_MB)
@@ -47,10 +47,16 @@ class Net:
         # thousands of sizes); a dropped program is recompiled when its shape comes back
         self._programs = LruCache(budget_from_env("FACERUN_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB), program_bytes,
                                   self._forget)
+        self._parameters = ParameterPool()  # one copy of the weights for the programs of every size
         self._separable: dict[tuple, bool] = {}  # item shape -> whether a batch program keeps items apart
         self._lock = threading.Lock()
         self.gpu = None  # a facerun.gpu attachment, when the GPU path is used
         self.gpu_reason: str | None = "not requested"
+        # What the user of the net (a detector, an embedder) knows of the shapes to come, for the GPU's one check:
+        # `check_side` (whole-network checks at most this many pixels high and wide, when the model runs at any
+        # size) and `expected_shapes` (input shapes a run will meet: their kernel variants are checked up front)
+        self.check_side: int | None = None
+        self.expected_shapes: list[tuple[int, ...]] = []
 
     # ------------------------------------------------------------------------------------------ description
     @property
@@ -120,6 +126,7 @@ class Net:
                 try:
                     with counters.timed("programs_compiled"):
                         prog = compile_model(self.model, shapes)
+                        self._parameters.share(prog)
                 except InputError as e:
                     raise InputError(f"input {list(shape)} does not fit {self.label}: {e}") from None
                 counters.bump("programs_compiled")
@@ -127,16 +134,35 @@ class Net:
             return prog
 
     def check_program(self, prog: Program) -> Program | None:
-        """The program for the GPU's whole-network check of `prog`: its single-item program (the network at batch 1,
-        the same image size), or None when `prog` is that already. The kernel variants only the batch needs are
-        then checked layer by layer."""
+        """The program for the GPU's whole-network check of `prog`: its single-item program (the network at batch 1),
+        shrunk to `check_side` pixels when that is set and smaller, or None when `prog` is that already. The kernel
+        variants only `prog` needs are then checked layer by layer."""
         shape = tuple(prog.input_shape)
-        if not shape or shape[0] == 1:
+        if not shape:
             return None
-        try:
-            return self.program((1,) + shape[1:])
-        except (InputError, ModelError):
-            return None
+        small = (1,) + shape[1:]
+        if self.check_side and len(shape) == 4:
+            small = (1, shape[1], min(shape[2], self.check_side), min(shape[3], self.check_side))
+        for candidate in (small, (1,) + shape[1:]):  # the shrunk one may not compile: then at the same size
+            if candidate == shape:
+                return None
+            try:
+                return self.program(candidate)
+            except (InputError, ModelError):
+                continue
+        return None
+
+    def expected_programs(self) -> list[Program]:
+        """The programs of `expected_shapes` (those that compile), for the GPU check to plan ahead."""
+        progs = []
+        for shape in self.expected_shapes:
+            try:
+                prog = self.batch_program(shape) if shape[0] > 1 and not self.batch_free else self.program(shape)
+            except (InputError, ModelError):
+                continue
+            if prog is not None:
+                progs.append(prog)
+        return progs
 
     def _forget(self, key, prog: Program) -> None:
         """A program left the cache: the GPU side lets go of its compiled form too."""
@@ -282,6 +308,7 @@ class Net:
                 prog = self._compile_items(shape)
             counters.bump("programs_compiled")
             with self._lock:
+                self._parameters.share(prog)
                 self._programs.put(key, prog)
         return prog
 

@@ -417,3 +417,61 @@ class Program:
                     live.discard(f)
                     size -= self.values[f].nbytes
         return peak
+
+
+# ------------------------------------------------------------------------------------------- shared parameters
+
+_PARAMETER_FIELDS = ("weight", "bias", "scale", "shift")
+POOL_ENTRIES = 4096  # constants whose shape follows the input's get a key per size: past this many, not kept
+
+
+class ParameterPool:
+    """One model's parameter arrays, shared by the programs of all its input sizes.
+
+    Every compile of a model makes its weights afresh (batch norms folded into copies), though they come out the
+    same for any input size. `share(prog)` swaps each of a new program's parameter arrays (and prelu activations) for
+    an equal one an earlier program holds, compared in full, so the programs of a photo library's hundreds of sizes
+    hold one copy, and the runtimes can keep what they derive from a weight (packed, uploaded, transformed) by the
+    array's identity instead of hashing its contents again."""
+
+    def __init__(self):
+        self._arrays: dict[tuple, np.ndarray] = {}
+        self._acts: dict[tuple, Activation] = {}
+
+    def _array(self, key: tuple, a: np.ndarray) -> np.ndarray:
+        key = key + (a.shape, a.dtype.str)
+        kept = self._arrays.get(key)
+        if kept is not None and (kept is a or np.array_equal(kept, a)):
+            return kept
+        if kept is not None or len(self._arrays) < POOL_ENTRIES:
+            self._arrays[key] = a
+        return a
+
+    def _act(self, key: tuple, act: Activation) -> Activation:
+        kept = self._acts.get(key)
+        if kept is not None and (kept is act or _same_activation(kept, act)):
+            return kept
+        self._acts[key] = act
+        return act
+
+    def share(self, prog: Program) -> None:
+        for st in prog.steps:
+            key = (st.node, type(st).__name__)
+            for name in _PARAMETER_FIELDS:
+                a = getattr(st, name, None)
+                if isinstance(a, np.ndarray):
+                    setattr(st, name, self._array(key + (name,), a))
+            act = getattr(st, "act", None)
+            if isinstance(act, Activation):
+                st.act = self._act(key, act)
+        for v in prog.values:
+            if v.kind == "const" and v.data is not None:
+                v.data = self._array(("const", v.name), v.data)
+
+
+def _same_activation(a: Activation, b: Activation) -> bool:
+    if (a.kind, a.lo, a.hi, a.alpha) != (b.kind, b.lo, b.hi, b.alpha):
+        return False
+    if a.slope is None or b.slope is None:
+        return a.slope is b.slope
+    return a.slope.shape == b.slope.shape and np.array_equal(a.slope, b.slope)

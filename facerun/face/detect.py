@@ -17,6 +17,7 @@ from .images import load_image
 # the longer side to 1280 brings such faces into range, while 1280x720 frames and WIDER photos (1024 wide) are
 # left at full size, where small faces need every pixel.
 DEFAULT_MAX_SIDE = 1280
+CHECK_SIDE = 128  # the GPU checks YuNet whole at most this size (ms on the CPU), its other variants layer by layer
 
 
 RUNTIMES = ("facerun", "onnxruntime")
@@ -72,6 +73,12 @@ class Detector:
         self.max_side = int(max_side)
         self.runtime = runtime
         self.net = _load_net(self.card, device, runtime, self.family)
+        if self.family.follows_image and hasattr(self.net, "expected_shapes"):
+            # a photo library meets every size up to max_side: the GPU's one check runs the whole network small and
+            # covers the kernel variants of the sizes to come from two programs (what YuNet's layers choose between)
+            side = -(-(self.max_side or DEFAULT_MAX_SIDE) // 32) * 32
+            self.net.check_side = CHECK_SIDE
+            self.net.expected_shapes = [(1, 3, s, s) for s in sorted({min(640, side), side})]
 
     @property
     def device(self) -> str:

@@ -120,6 +120,11 @@ class Embedder:
         self.threshold = float(threshold) if threshold is not None else self.preprocessing.threshold
         self._check_input_shape()
         self._dim: int | None = None
+        if hasattr(self.net, "expected_shapes"):  # the batches a GPU runs: their kernel variants checked up front
+            from ..net import GPU_BATCHES
+
+            w, h = self.input_size
+            self.net.expected_shapes = [(b, 3, h, w) for b in GPU_BATCHES if b > 1]
 
     # --------------------------------------------------------------------------------------- description
     @property

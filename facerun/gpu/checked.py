@@ -50,7 +50,8 @@ class CheckedGpu:
     (None while it is); `program_reasons` why single programs run on the CPU (too large for the device, say).
     """
 
-    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None, small_program=None):
+    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None, small_program=None,
+                 expected_programs=None):
         from .. import cpu
 
         self.model = model
@@ -58,6 +59,8 @@ class CheckedGpu:
         self.strict = strict
         self.on_drop = on_drop
         self.small_program = small_program  # prog -> a small program of the same model for the whole check, or None
+        self.expected_programs = expected_programs  # () -> programs a run will meet: their variants checked up front
+        self.checked_program: P.Program | None = None  # the program the whole check ran (layers are checked on it)
         self.reason: str | None = None
         self.program_reasons: dict[int, str] = {}
         self.whole_checked = False  # the whole network agreed once (on the first program run)
@@ -107,8 +110,9 @@ class CheckedGpu:
 
     def check(self, prog: P.Program) -> None:
         """The model's agreement check: the whole network on the seeded input at a small size (or at `prog`'s own
-        when the model has no smaller one), then `prog`'s kernel variants that were not covered, each on its first
-        layer alone. Raises GpuError with the difference (or the device error)."""
+        when the model has no smaller one), then each kernel variant that `prog` and the programs the model expects
+        (`expected_programs`) use and the whole run did not, on its first layer alone. Raises GpuError with the
+        difference (or the device error)."""
         counters.bump("gpu_checks")
         small = self.small_program(prog) if self.small_program is not None else None
         whole, want = prog, None
@@ -131,60 +135,92 @@ class CheckedGpu:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
         self.verified |= gp.kernel_keys
         self.whole_checked = True
-        new = self.model.compile(prog).kernel_keys - self.verified
-        if new:
-            with counters.timed("gpu_checks_layers"):
-                self._check_layers(prog, self._layers_using(prog, new))
-            self.verified |= new
+        self.checked_program = whole
+        ahead = list(self.expected_programs()) if self.expected_programs is not None else []
+        with counters.timed("gpu_checks_layers"):
+            self._check_variants_of(prog, ahead)
 
-    def check_variants(self, prog: P.Program, new: set[str]) -> None:
-        """Check the kernel variants `new` of `prog` on small cases: the first layer using each, alone."""
+    def check_variants(self, prog: P.Program) -> None:
+        """Check the kernel variants of `prog` not checked yet, each on the first layer using it, alone."""
         counters.bump("gpu_variant_checks")
         with counters.timed("gpu_variant_checks"):
-            self._check_layers(prog, self._layers_using(prog, new))
-        self.verified |= new
+            self._check_variants_of(prog, [])
+
+    def _check_variants_of(self, prog: P.Program, ahead: list[P.Program]) -> None:
+        """Check every kernel variant `prog` and the programs `ahead` use that is not verified: on its layer of the
+        checked (small) program, with the plan forced to that variant; failing that, `prog`'s variants on their
+        layers at `prog`'s own shapes (or `prog` whole). Variants of programs `ahead` that cannot be checked small are
+        left for when such a program runs."""
+        pending: dict[str, tuple] = {}  # variant -> (program, first step using it, its plan)
+        for p in [prog] + [a for a in ahead if a is not prog]:
+            first_step: dict[str, P.Step] = {}
+            for st in p.steps:
+                first_step.setdefault(st.node, st)
+            dispatches = self.model.compile(p).dispatches if p is prog else self.model.planned(p)
+            for d in dispatches:
+                if d.kernel.key not in self.verified and d.kernel.key not in pending:
+                    pending[d.kernel.key] = (p, first_step.get(d.node), d.plan)
+        left = set()
+        for key, (p, st, plan) in pending.items():
+            if key in self.verified:  # checked on the way, beside another variant (a split's reduce pass)
+                continue
+            if not self._check_small(st, key, plan) and p is prog:
+                left.add(key)
+        if left:
+            self._check_layers(prog, self._layers_using(prog, left))
+            self.verified |= left
+
+    def _check_small(self, st: P.Step | None, key: str, plan) -> bool:
+        """Check variant `key` on `st`'s layer of the checked program, its plan forced (tile and split) to `plan`'s;
+        False when that layer does not run `key` so (not a tiled convolution, or another shape)."""
+        small = self.checked_program
+        if small is None or not isinstance(st, P.Conv) or getattr(plan, "tile", None) is None:
+            return False
+        twin = next((s for s in small.steps if s.node == st.node and isinstance(s, P.Conv)), None)
+        if twin is None:
+            return False
+        one = one_conv_program(small, twin)
+        gp = self.model.compile_once(one, {"force_tile": plan.tile.name, "force_splits": plan.splits})
+        if key not in gp.kernel_keys:
+            return False
+        inputs = test_inputs(one)
+        why = disagreement(self.cpu_run(one, inputs), gp.run(inputs))
+        if why is not None:
+            raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
+        counters.bump("gpu_layer_checks")
+        self.verified |= gp.kernel_keys
+        return True
 
     def _layers_using(self, prog: P.Program, keys: set[str]) -> list[tuple] | None:
-        """(first step using it, its kernel, its plan) for each kernel variant in `keys`, or None when one is outside
-        the convolutions and fully connected layers (the other kernels do not depend on shapes), so the program is
-        checked whole."""
+        """The first step using each kernel variant in `keys`, or None when one is outside the convolutions and
+        fully connected layers (the other kernels do not depend on shapes), so the program is checked whole."""
         gp = self.model.compile(prog)
         first_step: dict[str, P.Step] = {}
         for st in prog.steps:
             first_step.setdefault(st.node, st)
-        layers: dict[str, tuple] = {}
+        layers: dict[str, P.Step] = {}
         for d in gp.dispatches:
             if d.kernel.key in keys and d.kernel.key not in layers:
                 st = first_step.get(d.node)
                 if not isinstance(st, (P.Conv, P.Gemm)):
                     return None
-                layers[d.kernel.key] = (st, d.kernel.key, d.plan)
+                layers[d.kernel.key] = st
         return list(layers.values())
 
-    def _check_layers(self, prog: P.Program, layers: list[tuple] | None) -> None:
+    def _check_layers(self, prog: P.Program, layers: list[P.Step] | None) -> None:
         if layers is None:  # a variant outside the convolutions: the whole program, at its own size
             inputs = test_inputs(prog)
             why = disagreement(self.cpu_run(prog, inputs), self.model.run(prog, inputs))
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
             return
-        for st, key, plan in layers:
-            one, gp = self._small_layer(prog, st, key, plan)
+        for st in layers:
+            one = one_conv_program(prog, st)
             inputs = test_inputs(one)
-            why = disagreement(self.cpu_run(one, inputs), gp.run(inputs))
+            why = disagreement(self.cpu_run(one, inputs), self.model.compile_once(one).run(inputs))
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
-
-    def _small_layer(self, prog: P.Program, st: P.Step, key: str, plan) -> tuple:
-        """The layer `st` alone with the kernel variant `key`: at batch 1 with the batch's plan forced when that
-        gives the same variant (a batch of 16 then checks at a sixteenth of the cost), else at its own shape."""
-        if isinstance(st, P.Conv) and getattr(plan, "tile", None) is not None and prog.values[st.x].shape[0] > 1:
-            one = one_conv_program(prog, st, batch=1)
-            gp = self.model.compile_once(one, {"force_tile": plan.tile.name, "force_splits": plan.splits})
-            if key in gp.kernel_keys:
-                return one, gp
-        one = one_conv_program(prog, st)
-        return one, self.model.compile_once(one)
+            counters.bump("gpu_layer_checks")
 
     def forget(self, prog: P.Program) -> None:
         """`prog` was dropped by its model: drop its compiled form and what was noted about it."""
@@ -211,9 +247,8 @@ class CheckedGpu:
                 if not self.whole_checked:
                     self.check(prog)
                 else:
-                    new = self.model.compile(prog).kernel_keys - self.verified
-                    if new:
-                        self.check_variants(prog, new)
+                    if self.model.compile(prog).kernel_keys - self.verified:
+                        self.check_variants(prog)
             return work()
         except DoesNotFit as e:
             # this program alone is beyond the device (a binding, a grid): it runs on the CPU, others stay
@@ -246,7 +281,8 @@ def attach(net, required: bool = False, budget_mb: float | None = None) -> Check
         net.gpu = None
         net.gpu_reason = why
 
-    gpu = CheckedGpu(model, strict=required, on_drop=dropped, small_program=getattr(net, "check_program", None))
+    gpu = CheckedGpu(model, strict=required, on_drop=dropped, small_program=getattr(net, "check_program", None),
+                     expected_programs=getattr(net, "expected_programs", None))
     net.gpu = gpu
     net.gpu_reason = None
     return gpu

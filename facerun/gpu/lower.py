@@ -126,6 +126,10 @@ class _Lowering:
         self.prog = prog
         self.limits = limits
         self.const = const
+        # const.derived(role, sources, extra, make): the buffer of make()'s data, kept by the identity of `sources`
+        # (the parameter arrays it is made from: shared by every size's program) and `extra`, so a model's later
+        # programs neither pack nor hash their weights again; a plain callable (tests) gets make()'s data each time
+        self._derived = getattr(const, "derived", None)
         self.force = force
         self.slots = SlotPlanner()
         self.slot_of: dict[int, int] = {}  # storage -> slot
@@ -196,7 +200,7 @@ class _Lowering:
     def _read(self, vid: int):
         v = self.prog.values[vid]
         if v.kind == "const":
-            return self.const(f"const {v.name}", v.data)
+            return self._const_of(f"const {v.name}", (v.data,), (), lambda: v.data)
         storage = self.prog.storage(vid)
         if storage not in self.slot_of:
             raise PlanError(f"step reads '{v.name}' before it is made")
@@ -204,6 +208,13 @@ class _Lowering:
 
     def _const(self, role: str, data) -> object:
         return self.const(role, np.asarray(data))
+
+    def _const_of(self, role: str, sources: tuple, extra: tuple, make) -> object:
+        """The buffer of make()'s data, derived from the arrays (or activations) `sources` and the values `extra`
+        alone."""
+        if self._derived is None:
+            return self._const(role, make())
+        return self._derived(role, sources, extra, lambda: np.asarray(make()))
 
     def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None) -> None:
         params = kernel.params().pack(**values)
@@ -231,7 +242,9 @@ class _Lowering:
         act = getattr(st, "act", None)
         if act is not None and act.kind == "prelu":
             coef.append(channel_slopes(act, channels))
-        reads = [self._read(st.x), self._const("coef", np.concatenate(coef)) if coef else None]
+        sources = (st.scale, st.shift, act) if affine else (act,)
+        reads = [self._read(st.x), self._const_of("coef", sources, (channels,), lambda: np.concatenate(coef)) if coef
+                 else None]
         total = prod(shape)
         p = dict(total=total, plane=max(plane, 1), channels=max(channels, 1), affine=int(affine))
         p.update(K.act_params(act, channels, slope_at))
@@ -249,7 +262,7 @@ class _Lowering:
         coef = None
         act = getattr(st, "act", None)  # a Binary may carry a fused activation
         if act is not None and act.kind == "prelu":
-            coef = self._const("coef", channel_slopes(act, channels))
+            coef = self._const_of("coef", (act,), (channels,), lambda: channel_slopes(act, channels))
         total = prod(shape)
         p = dict(total=total, plane=max(plane, 1), channels=max(channels, 1), op=K.BINARY_CODES[st.kind],
                  shape=padded(dims, 1) + [1, 1], sa=padded(ma, 0) + [0, 0], sb=padded(mb, 0) + [0, 0])
@@ -387,13 +400,14 @@ class _Lowering:
         if plan.kernel == "tiled":  # a batch of m 1x1 images of k channels
             shape = ConvShape(batch=m, cin=k, h=1, w=1, cout=n, oh=1, ow=1)
             self._conv_dispatch(shape, plan.conv, st.weight.reshape(n, k, 1, 1), st.bias, st.act, self._read(st.x),
-                                None, out)
+                                None, out, source=st.weight)
             return
-        epi, slope_at = epilogue_data(n, st.bias, st.act)
+        slope_at = n if st.act is not None and st.act.kind == "prelu" else 0
         p = dict(has_bias=int(st.bias is not None), has_res=0, m=m, n=n, kl=k // 4 if plan.vec4 else k,
                  count=plan.workgroups, row=plan.grid[2])
         p.update(K.act_params(st.act, n, slope_at))
-        reads = [self._read(st.x), self._const("gemm weights", st.weight), self._const("epilogue", epi)]
+        reads = [self._read(st.x), self._const_of("gemm weights", (st.weight,), (), lambda: st.weight),
+                 self._const_of("epilogue", (st.bias, st.act), (n,), lambda: epilogue_data(n, st.bias, st.act)[0])]
         self._add(K.gemm_kernel(plan), p, reads, out, plan.grid[:2], plan)
         self.out.conv_plans.append((st.node, f"gemv rows {plan.rows_per_group}"))
 
@@ -407,15 +421,17 @@ class _Lowering:
         self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
 
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
-                       nhwc: bool = False) -> None:
-        epi, slope_at = epilogue_data(s.cout, bias, act)
+                       nhwc: bool = False, source=None) -> None:
+        """`source`: the array `weight` is a view of (the identity its derived buffers are kept by)."""
+        source = weight if source is None else source
+        slope_at = s.cout if act is not None and act.kind == "prelu" else 0
         total = s.batch * s.cout * s.oh * s.ow
         ohw = s.oh * s.ow
         nchw = dict(out_b=s.cout * ohw, out_c=ohw, out_p=1)
         layout = dict(out_b=ohw * s.cout, out_c=1, out_p=s.cout) if nhwc else nchw
         epilogue = dict(has_bias=int(bias is not None), has_res=int(res_ref is not None))
         epilogue.update(K.act_params(act, s.cout, slope_at))
-        epi_buf = self._const("epilogue", epi)
+        epi_buf = self._const_of("epilogue", (bias, act), (s.cout,), lambda: epilogue_data(s.cout, bias, act)[0])
         self.out.conv_plans.append((self.node, plan.describe()))
         common = dict(cin=s.cin, cg=s.cg, cout=s.cout, h=s.h, w=s.w, kh=s.kernel[0], kw=s.kernel[1], sh=s.stride[0],
                       sw=s.stride[1], dh=s.dilation[0], dw=s.dilation[1], pt=s.pads[0], pl=s.pads[1])
@@ -424,16 +440,17 @@ class _Lowering:
             quads = plan.threads if plan.kernel == "depthwise" else 0
             p = dict(epilogue, total=total, row=plan.grid[2], m=s.m, oh=s.oh, ow=s.ow, splits=1, quads=quads, **common,
                      **layout)
-            reads = [x_ref, self._const("conv weights", weight), epi_buf, res_ref]
+            reads = [x_ref, self._const_of("conv weights", (source,), (), lambda: weight), epi_buf, res_ref]
             self._add(kernel, p, reads, out, plan.grid[:2], plan)
             return
-        packed = pack_conv_weights(np.asarray(weight, np.float32), s.groups, plan.kpad, plan.mpad)
-        wbuf = self._const("packed conv weights", packed)
+        wbuf = self._const_of("packed conv weights", (source,), (s.groups, plan.kpad, plan.mpad),
+                              lambda: pack_conv_weights(np.asarray(weight, np.float32), s.groups, plan.kpad, plan.mpad))
         p = dict(epilogue, m=s.m, n=s.n, k=s.k, kpad=plan.kpad, mpad4=plan.mpad // 4, ohw=s.oh * s.ow, ow=s.ow,
                  k_chunk=plan.k_chunk, splits=plan.splits, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n,
                  count=plan.workgroups, row=plan.grid[2], total=total, **common)
         # split K: the partial sums stay NCHW, the reduce pass writes the layout
-        taps = None if plan.pointwise else self._const("im2col taps", im2col_taps(s))
+        taps = None if plan.pointwise else self._const_of("im2col taps", (), (s.cg, s.kernel, s.dilation),
+                                                          lambda: im2col_taps(s))
         if not plan.partial:
             self._add(kernel, dict(p, **layout), [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
             return

@@ -56,6 +56,9 @@ class Transient:
     data: np.ndarray
 
 
+DERIVED_ENTRIES = 8192  # remembered derivations: past this, forgotten at once (the buffers stay, found by content)
+
+
 class WeightStore:
     """A model's weights and constants on the device, keyed by content, under a byte budget."""
 
@@ -63,6 +66,7 @@ class WeightStore:
         self.budget = budget
         self.resident_bytes = 0
         self._buffers: dict[tuple, object] = {}
+        self._derived: dict[tuple, tuple] = {}  # (role, ids of the sources, extra) -> (the sources, buffer)
         self._lock = threading.Lock()
 
     def get(self, dev, role: str, data: np.ndarray):
@@ -81,6 +85,38 @@ class WeightStore:
             self._buffers[key] = buf
             self.resident_bytes += data.nbytes
             return buf
+
+    def derived(self, dev, role: str, sources: tuple, extra: tuple, make):
+        """get(dev, role, make()), remembered by the identity of `sources` (arrays or activations, kept alive here)
+        and by `extra`, so a later program built from the same arrays finds its buffer without making or hashing
+        the data again."""
+        key = (role, tuple(id(x) for x in sources), extra)
+        with self._lock:
+            hit = self._derived.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], sources)):
+            return hit[1]
+        buf = self.get(dev, role, make())
+        if not isinstance(buf, Transient):
+            with self._lock:
+                if len(self._derived) >= DERIVED_ENTRIES:
+                    self._derived.clear()
+                self._derived[key] = (sources, buf)
+        return buf
+
+    def consts(self, dev) -> _Consts:
+        """The const store lower.py takes: `(role, data) -> buffer`, with `derived`."""
+        return _Consts(self, dev)
+
+
+class _Consts:
+    def __init__(self, store: WeightStore, dev):
+        self.store, self.dev = store, dev
+
+    def __call__(self, role: str, data: np.ndarray):
+        return self.store.get(self.dev, role, data)
+
+    def derived(self, role: str, sources: tuple, extra: tuple, make):
+        return self.store.derived(self.dev, role, sources, extra, make)
 
 
 # ------------------------------------------------------------------------------------------- buffer slots

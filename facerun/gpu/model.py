@@ -22,6 +22,7 @@ from ..errors import GpuError
 from ..lru import LruCache, budget_from_env
 from . import device as D
 from .arena import Arena
+from .lower import lower
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
@@ -96,6 +97,14 @@ class GpuModel:
         except Exception as e:  # wgpu validation/out-of-memory errors, shader compile errors
             raise GpuError(f"preparing the program for the GPU failed: {short_error(e)}") from None
 
+    def planned(self, prog: P.Program) -> list:
+        """`prog`'s dispatches as this device would run them (kernel variants and plans), made without the device:
+        for planning checks ahead. PlanError (the program does not fit) gives no dispatches."""
+        try:
+            return lower(prog, self.dev.limits, _no_consts).dispatches
+        except PlanError:
+            return []
+
     def run(self, prog: P.Program, inputs) -> dict[str, np.ndarray]:
         if isinstance(inputs, np.ndarray):
             inputs = {prog.inputs[0][0]: inputs}
@@ -155,6 +164,19 @@ class GpuModel:
         if isinstance(inputs, np.ndarray):
             inputs = {prog.inputs[0][0]: inputs}
         return cpu.run_program(prog, inputs, conv=self.conv_hook(prog))
+
+
+class _NoConsts:
+    """A const store that makes nothing (planning only)."""
+
+    def __call__(self, role, data):
+        return None
+
+    def derived(self, role, sources, extra, make):
+        return None
+
+
+_no_consts = _NoConsts()
 
 
 def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm, batch: int | None = None) -> P.Program:

@@ -77,7 +77,7 @@ class GpuProgram:
         self.prog = prog
         self.arena = arena or Arena(dev)  # without one of the model's: buffers of its own
         self.lock = self.arena.lock
-        low = lower(prog, dev.limits, lambda role, data: weights.get(dev, role, data), force)
+        low = lower(prog, dev.limits, weights.consts(dev), force)
         self.dispatches = low.dispatches
         self.slots = low.slots
         self.kernels = low.kernels

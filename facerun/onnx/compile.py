@@ -48,6 +48,7 @@ class Compiler:
         self.env: dict[str, Operand | _Unavailable] = {}
         self.node: Node | None = None
         self.folding = False  # the current node's inputs are all constants: its steps are evaluated, not kept
+        self._tensor_limit = limits.max_tensor_bytes()
         self._scratch: dict[int, np.ndarray] = {}  # constants a folded step reads, by negative ids
         for name, arr in model.constants.items():
             self.env[name] = Operand(name, tuple(np.shape(arr)), data=np.asarray(arr))
@@ -165,7 +166,8 @@ class Compiler:
 
     def check_size(self, shape, itemsize: int = 4) -> None:
         """Refuse an output past the tensor size limit before anything is allocated for it."""
-        limits.check_tensor(shape, f"node '{self.node.name}' ({self.node.op})", itemsize)
+        if prod(shape) * itemsize > self._tensor_limit:  # the limit read once per compile, not once per node
+            limits.check_tensor(shape, f"node '{self.node.name}' ({self.node.op})", itemsize)
 
     def note(self, text: str) -> None:
         self.folded.append(text)

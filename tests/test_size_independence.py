@@ -1,0 +1,118 @@
+"""What a new input size costs a loaded model: its programs share the model's weight arrays (ParameterPool), its GPU
+lowering finds the packed weights by their identity, and the detector's one GPU check covers the kernel variants of
+the sizes to come (whole network small, the other variants layer by layer)."""
+
+from __future__ import annotations
+
+import numpy as np
+from people_fixtures import MOBILEFACENET, YUNET, need_real_data
+
+from facerun import counters
+from facerun import program as P
+from facerun.program import Activation, ParameterPool
+
+
+def _params(prog):
+    return [(st.node, name, getattr(st, name)) for st in prog.steps for name in ("weight", "bias")
+            if isinstance(getattr(st, name, None), np.ndarray)]
+
+
+def test_programs_of_two_sizes_hold_one_copy_of_the_weights():
+    import facerun
+
+    need_real_data()
+    net = facerun.load(str(YUNET))
+    a, b = net.program((1, 3, 96, 128)), net.program((1, 3, 160, 224))
+    pa, pb = _params(a), _params(b)
+    assert len(pa) == len(pb) > 50
+    assert all(x[2] is y[2] for x, y in zip(pa, pb))  # the very same arrays, not equal copies
+    convs = [st for st in b.steps if isinstance(st, P.Conv)]
+    assert all(st.act is None or st.act is twin.act for st, twin in zip(convs, [s for s in a.steps
+                                                                               if isinstance(s, P.Conv)]))
+    # sharing changes nothing a run computes
+    x = np.random.default_rng(0).uniform(0, 255, (1, 3, 160, 224)).astype(np.float32)
+    fresh = facerun.load(str(YUNET)).run(x, device="cpu")
+    for name, got in net.run(x, device="cpu").items():
+        np.testing.assert_array_equal(got, fresh[name])
+
+
+def test_the_pool_shares_only_equal_arrays():
+    pool = ParameterPool()
+
+    def one_conv(weight, slope):
+        values = [P.Value(0, "x", (1, 2, 4, 4), "input", 0), P.Value(1, "y", (1, 2, 4, 4), "temp", 1)]
+        step = P.Conv(1, "conv", 0, weight, None, 1, (1, 1), (1, 1), (0, 0, 0, 0), Activation("prelu", slope=slope))
+        return P.Program(values, [step], [("x", 0)], [("y", 1)])
+
+    w = np.ones((2, 2, 1, 1), np.float32)
+    first = one_conv(w, np.array([0.1, 0.2], np.float32))
+    pool.share(first)
+    same = one_conv(w.copy(), np.array([0.1, 0.2], np.float32))
+    pool.share(same)
+    assert same.steps[0].weight is w and same.steps[0].act is first.steps[0].act
+    other = one_conv(w * 2, np.array([0.1, 0.3], np.float32))
+    pool.share(other)
+    assert other.steps[0].weight is not w and float(other.steps[0].weight[0, 0, 0, 0]) == 2.0
+    assert other.steps[0].act is not first.steps[0].act and float(other.steps[0].act.slope[1]) == np.float32(0.3)
+
+
+def test_a_new_size_packs_and_uploads_no_weights(gpu):
+    import facerun
+
+    need_real_data()
+    net = facerun.load(str(YUNET), device="gpu")
+    net.run(np.zeros((1, 3, 96, 128), np.float32))
+    store = net.gpu.model.weights
+    resident, buffers = store.resident_bytes, len(store._buffers)
+    made = []
+    real_get = store.get
+    store.get = lambda dev, role, data: made.append(role) or real_get(dev, role, data)
+    try:
+        x = np.random.default_rng(2).uniform(0, 255, (1, 3, 128, 96)).astype(np.float32)
+        got, want = net.run(x), net.run(x, device="cpu")
+    finally:
+        store.get = real_get
+    for name in want:
+        assert np.abs(got[name] - want[name]).max() <= 1e-3 * max(1.0, float(np.ptp(want[name])))
+    # every weight, epilogue and tap table of the new size's program was found by identity: nothing packed or
+    # hashed (a layer whose plan changed with the size would pack its weights anew: not so between these sizes);
+    # only the upsampling's maps, which follow the size, are new
+    assert made and set(made) <= {"resize maps", "resize weights"}
+    assert len(store._buffers) - buffers <= len(made) and store.resident_bytes - resident < 4096
+
+
+def test_the_detectors_one_check_covers_the_sizes_to_come(gpu):
+    from facerun.face.detect import CHECK_SIDE, Detector
+
+    need_real_data()
+    detector = Detector(str(YUNET), device="gpu")
+    checked = detector.net.gpu
+    ran_on_cpu, real = [], checked.cpu_run
+    checked.cpu_run = lambda prog, feeds: ran_on_cpu.append((prog.input_shape, len(prog.steps))) or real(prog, feeds)
+    rgb = np.random.default_rng(5).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+    before = counters.snapshot()
+    detector.detect(rgb)
+    paid = counters.since(before)
+    assert paid["gpu_checks"] == 1 and "gpu_variant_checks" not in paid
+    # the whole network small, then single layers of that small program (the variants the sizes to come need)
+    assert ran_on_cpu[0][0] == (1, 3, CHECK_SIDE, CHECK_SIDE) and ran_on_cpu[0][1] > 50
+    assert all(steps == 1 for _, steps in ran_on_cpu[1:]) and paid.get("gpu_layer_checks", 0) == len(ran_on_cpu) - 1
+    model = checked.model
+    for shape in detector.net.expected_shapes:  # up to max_side: nothing left to check when such a photo comes
+        planned = {d.kernel.key for d in model.planned(detector.net.program(shape))}
+        assert planned <= checked.verified
+    assert {d.kernel.key for d in model.planned(detector.net.program((1, 3, 736, 1280)))} <= checked.verified
+
+
+def test_the_embedders_check_covers_its_batches(gpu):
+    from facerun.face.embed import Embedder
+
+    need_real_data()
+    embedder = Embedder(str(MOBILEFACENET), device="gpu")
+    crops = np.random.default_rng(6).integers(0, 256, (3, 112, 112, 3), dtype=np.uint8)
+    before = counters.snapshot()
+    embedder.embed(crops)  # a batch of 3, run as 4
+    assert counters.since(before)["gpu_checks"] == 1
+    before = counters.snapshot()
+    embedder.embed(np.concatenate([crops] * 6))  # 18 faces: a batch of 16 and one of 2, checked ahead
+    assert "gpu_variant_checks" not in counters.since(before) and "gpu_checks" not in counters.since(before)
