@@ -6,6 +6,7 @@ newest always staying (a single entry over the budget is still usable). Callers 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
@@ -91,3 +92,27 @@ def budget_from_env(variable: str, default_mb: float) -> int:
     except ValueError:
         raise InputError(f"{variable}={text} is not a number of MiB") from None
     return max(0, int(mb * (1 << 20)))
+
+
+class InFlight:
+    """Work on one key by one thread at a time, different keys at once: a program being compiled by one thread is
+    waited for by the next that wants it, while a thread wanting a cached program or another size goes on."""
+
+    def __init__(self):
+        self._events: dict = {}
+        self._lock = threading.Lock()
+
+    def claim(self, key) -> threading.Event | None:
+        """None: the caller does the work, then calls done(key). Else the event to wait for before looking again
+        (the work may have failed: then the caller claims it next)."""
+        with self._lock:
+            event = self._events.get(key)
+            if event is None:
+                self._events[key] = threading.Event()
+            return event
+
+    def done(self, key) -> None:
+        with self._lock:
+            event = self._events.pop(key, None)
+        if event is not None:
+            event.set()

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import agree, counters, cpu
 from .errors import InputError, ModelError
-from .lru import LruCache, budget_from_env, program_bytes
+from .lru import InFlight, LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
 from .program import ParameterPool, Program
@@ -48,6 +48,7 @@ class Net:
         self._programs = LruCache(budget_from_env("FACERUN_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB), program_bytes,
                                   self._forget)
         self._parameters = ParameterPool()  # one copy of the weights for the programs of every size
+        self._compiling = InFlight()  # shapes being compiled, so threads compile different shapes at once
         self._separable: dict[tuple, bool] = {}  # item shape -> whether a batch program keeps items apart
         self._lock = threading.Lock()
         self.gpu = None  # a facerun.gpu attachment, when the GPU path is used
@@ -112,26 +113,41 @@ class Net:
 
     # ------------------------------------------------------------------------------------------------- compile
     def program(self, shape) -> Program:
-        """The program for one input shape (the batch included); compiled once, then cached."""
+        """The program for one input shape (the batch included); compiled once, then cached. Threads may ask at
+        once: a shape being compiled is waited for, a cached one or another shape is not held up by it."""
         shape = tuple(int(d) for d in shape)
-        with self._lock:
-            prog = self._programs.get(shape)
-            if prog is None:
-                self._check_shape(shape)
-                shapes = {self.input_name: shape}
-                for name, declared in self.model.inputs[1:]:
-                    if any(d is None for d in declared):
-                        raise InputError(f"input '{name}' has a symbolic size: facerun runs models with one input")
-                    shapes[name] = declared
-                try:
-                    with counters.timed("programs_compiled"):
-                        prog = compile_model(self.model, shapes)
-                        self._parameters.share(prog)
-                except InputError as e:
-                    raise InputError(f"input {list(shape)} does not fit {self.label}: {e}") from None
-                counters.bump("programs_compiled")
+        while True:
+            with self._lock:
+                prog = self._programs.get(shape)
+            if prog is not None:
+                return prog
+            busy = self._compiling.claim(shape)
+            if busy is None:
+                break
+            busy.wait()
+        try:
+            prog = self._compile(shape)
+            with self._lock:
+                self._parameters.share(prog)
                 self._programs.put(shape, prog)
             return prog
+        finally:
+            self._compiling.done(shape)
+
+    def _compile(self, shape: tuple[int, ...]) -> Program:
+        self._check_shape(shape)
+        shapes = {self.input_name: shape}
+        for name, declared in self.model.inputs[1:]:
+            if any(d is None for d in declared):
+                raise InputError(f"input '{name}' has a symbolic size: facerun runs models with one input")
+            shapes[name] = declared
+        try:
+            with counters.timed("programs_compiled"):
+                prog = compile_model(self.model, shapes)
+        except InputError as e:
+            raise InputError(f"input {list(shape)} does not fit {self.label}: {e}") from None
+        counters.bump("programs_compiled")
+        return prog
 
     def check_program(self, prog: Program) -> Program | None:
         """The program for the GPU's whole-network check of `prog`: its single-item program (the network at batch 1),

@@ -20,7 +20,7 @@ from ..errors import FacerunError, InputError
 
 PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "opencv")
 DEFAULT_PHOTO_PATHS = ("cpu", "gpu", "opencv")
-STAGE_COLUMNS = ("decode", "detect", "post", "align", "embed", "total")
+STAGE_COLUMNS = ("decode", "compile", "detect", "post", "align", "embed", "total")
 IOU_MIN = 0.95
 SCORE_TOL = 1e-3
 
@@ -135,12 +135,13 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
 def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: int = 1) -> str:
     """Where the time goes, in words: each thread group's busy share of the wall time, the busiest first."""
     if serial:
-        groups = {"decode": seconds["decode"], "detect": seconds["detect"] + seconds["post"],
+        groups = {"decode": seconds["decode"], "detect": seconds["compile"] + seconds["detect"] + seconds["post"],
                   "align + embed": seconds["align"] + seconds["embed"]}
         parts = [f"{name} {s / wall:.0%}" for name, s in sorted(groups.items(), key=lambda kv: -kv[1])]
         return "one thread: " + ", ".join(parts)
     groups = {
-        f"decode ({workers} thread{'s' if workers > 1 else ''})": seconds["decode"] / workers,
+        f"decode + compile ({workers} thread{'s' if workers > 1 else ''})":
+            (seconds["decode"] + seconds["compile"]) / workers,
         "network thread (detect + embed)": seconds["detect"] + seconds["embed"],
         f"post ({posters} thread{'s' if posters > 1 else ''}: NMS + align)":
             (seconds["post"] + seconds["align"]) / posters,

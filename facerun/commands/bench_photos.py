@@ -41,12 +41,12 @@ def print_photos(result: dict) -> None:
              + f", {result['workers']} decoding threads")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("path", "photos/s", "faces/s", "first ms", "faces", "sizes", "checks", "programs", "decode s",
-                 "detect s", "post s", "align s", "embed s", "total s", "same as cpu"):
+                 "compile s", "detect s", "post s", "align s", "embed s", "total s", "same as cpu"):
         table.add_column(name, justify="left" if name in ("path", "same as cpu") else "right")
     notes = []
     for r in result["rows"]:
         if r["skipped"] and not r["photos"]:
-            table.add_row(r["path"], *["—"] * 13, "skipped")
+            table.add_row(r["path"], *["—"] * 14, "skipped")
             notes.append(f"{r['path']}: skipped: {r['skipped']}")
             continue
         s = r["seconds"]
@@ -55,7 +55,8 @@ def print_photos(result: dict) -> None:
                                                   f"no: {agree['photos_differing']} photos differ")
         table.add_row(r["path"], _num(r["photos_per_s"]), _num(r["faces_per_s"]), _num(r["first_photo_ms"], 0),
                       str(r["faces"]), str(r["distinct_sizes"]), str(r["gpu_checks"]), str(r["programs_compiled"]),
-                      *(_num(s.get(k), 2) for k in ("decode", "detect", "post", "align", "embed", "total")), same)
+                      *(_num(s.get(k), 2) for k in ("decode", "compile", "detect", "post", "align", "embed", "total")),
+                      same)
         notes.append(f"{r['path']} ({r['device']}): {r['bottleneck']}")
         if r["skipped"]:
             notes.append(f"{r['path']}: {r['skipped']}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, ModelError, UnsupportedOps
+from ..errors import FacerunError, InputError, ModelError, UnsupportedOps
 from . import families, yunet
 from .faces import Face, rescaled
 from .images import load_image
@@ -111,6 +111,21 @@ class Detector:
             rgb, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
         blob, frame = self.family.prepare(rgb)
         return Prepared(blob, frame, scale_x, scale_y)
+
+    def precompile(self, prepared: Prepared) -> None:
+        """Compile the network's program for this input (and, once the GPU has passed its check, the program's GPU
+        form) ahead of run_network: a library's decoding threads do it, so the network thread mostly runs. Errors
+        are left for run_network to raise."""
+        net = self.net
+        if not hasattr(net, "program"):
+            return
+        try:
+            prog = net.program(prepared.blob.shape)
+            gpu = net.gpu
+            if gpu is not None and gpu.active and gpu.whole_checked:
+                gpu.model.compile(prog)
+        except FacerunError:
+            pass
 
     def run_network(self, prepared: Prepared) -> Prepared:
         prepared.outputs = self.net.run(prepared.blob)

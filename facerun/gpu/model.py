@@ -19,7 +19,7 @@ import numpy as np
 from .. import counters
 from .. import program as P
 from ..errors import GpuError
-from ..lru import LruCache, budget_from_env
+from ..lru import InFlight, LruCache, budget_from_env
 from . import device as D
 from .arena import Arena
 from .lower import lower
@@ -48,6 +48,7 @@ class GpuModel:
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
                                   lambda hit: hit[1].device_bytes,
                                   lambda key, hit: counters.bump("gpu_programs_evicted"))
+        self._compiling = InFlight()  # programs being compiled: another thread wanting one waits, others go on
         self._convs: dict[tuple, tuple[P.Conv, GpuProgram]] = {}
         self._lock = threading.Lock()
 
@@ -64,15 +65,25 @@ class GpuModel:
         overrides every convolution's plan (force_splits, force_tile) and bypasses the cache."""
         if force:
             return self._compile(prog, force)
-        with self._lock:
-            hit = self._programs.get(id(prog))
+        key = id(prog)
+        while True:
+            with self._lock:
+                hit = self._programs.get(key)
             if hit is not None and hit[0] is prog:
                 return hit[1]
+            busy = self._compiling.claim(key)
+            if busy is None:
+                break
+            busy.wait()
+        try:
             with counters.timed("gpu_programs_compiled"):
                 gp = self._compile(prog)
             counters.bump("gpu_programs_compiled")
-            self._programs.put(id(prog), (prog, gp))
+            with self._lock:
+                self._programs.put(key, (prog, gp))
             return gp
+        finally:
+            self._compiling.done(key)
 
     def forget(self, prog: P.Program) -> None:
         """Drop the compiled form of `prog` (its owner dropped the program)."""
