@@ -9,6 +9,8 @@ says how its faces compare with the cpu row's.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,10 +112,12 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     row.device = detector.device
     before = counters.snapshot()
     stats = LibraryStats()  # the clock starts here: models loaded, the device created
-    for photo in iter_photo_faces(photos, detector, embedder, batch=batch, all_faces=True, stats=stats,
-                                  workers=row.workers):
-        row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
+    with _garbage_collection() as collected:
+        for photo in iter_photo_faces(photos, detector, embedder, batch=batch, all_faces=True, stats=stats,
+                                      workers=row.workers):
+            row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
     paid = counters.since(before)
+    paid["garbage_collection_s"] = collected[0]
     wall = max(stats.wall_s, 1e-9)
     row.photos, row.faces, row.distinct_sizes = stats.photos, stats.faces, len(stats.sizes)
     row.photos_per_s, row.faces_per_s = stats.photos / wall, stats.faces / wall
@@ -130,6 +134,24 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     if device == "gpu" and detector.device == "cpu":
         row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
     return row
+
+
+@contextlib.contextmanager
+def _garbage_collection():
+    """[seconds Python's cyclic garbage collector ran] over the block (it stops every thread while it runs)."""
+    seconds, started = [0.0], [0.0]
+
+    def timed(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            seconds[0] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(timed)
+    try:
+        yield seconds
+    finally:
+        gc.callbacks.remove(timed)
 
 
 def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: int = 1) -> str:

@@ -16,6 +16,7 @@ returns the outputs or None (meaning: run this on the CPU).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -115,6 +116,9 @@ class CheckedGpu:
         difference (or the device error)."""
         counters.bump("gpu_checks")
         small = self.small_program(prog) if self.small_program is not None else None
+        ahead = list(self.expected_programs()) if self.expected_programs is not None else []
+        # every pipeline the check and the programs to come need, made on the driver's threads during the CPU run
+        making = self._make_pipelines([p for p in (small, prog, *ahead) if p is not None])
         whole, want = prog, None
         if small is not None:
             try:
@@ -127,6 +131,7 @@ class CheckedGpu:
             inputs = test_inputs(prog)
             with counters.timed("gpu_checks_cpu"):
                 want = self.cpu_run(prog, inputs)
+        making.join()
         with counters.timed("gpu_checks_gpu"):
             gp = self.model.compile(whole)  # the batch-1 program is the model's own too: cached
             got = gp.run(inputs)
@@ -136,9 +141,21 @@ class CheckedGpu:
         self.verified |= gp.kernel_keys
         self.whole_checked = True
         self.checked_program = whole
-        ahead = list(self.expected_programs()) if self.expected_programs is not None else []
         with counters.timed("gpu_checks_layers"):
             self._check_variants_of(prog, ahead)
+
+    def _make_pipelines(self, progs: list[P.Program]) -> threading.Thread:
+        """A thread making the pipelines of every kernel `progs` use (their plans only: nothing else is made).
+        A failure there is left for the compile that needs the pipeline to report."""
+        kernels = list({d.kernel.key: d.kernel for p in progs for d in self.model.planned(p)}.values())
+
+        def make() -> None:
+            with contextlib.suppress(Exception):
+                self.model.dev.pipelines(kernels)
+
+        thread = threading.Thread(target=make, name="facerun-pipelines", daemon=True)
+        thread.start()
+        return thread
 
     def check_variants(self, prog: P.Program) -> None:
         """Check the kernel variants of `prog` not checked yet, each on the first layer using it, alone."""
