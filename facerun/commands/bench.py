@@ -72,7 +72,7 @@ def _print_table(table: Table) -> None:
 @click.option("--embed", "embed_model", default=None, metavar="MODEL",
               help="With --photos: also align and embed every face with this embedder, --batch faces per call.")
 @click.option("--workers", type=click.IntRange(0, 64), default=None,
-              help="With --photos: decoding threads (default: the cores but one).")
+              help="With --photos: decoding threads (default: the cores but one, at most 4).")
 def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
             compare, search_sizes, photos_dir, photo_model, embed_model, workers):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.

@@ -35,6 +35,18 @@ def test_inputs(prog: P.Program, seed: int = agree.TEST_SEED) -> dict[str, np.nd
     return agree.seeded_inputs({name: prog.values[vid].shape for name, vid in prog.inputs}, seed)
 
 
+REFERENCE_MACS = 1e9  # check programs up to this size run on the reference interpreter
+
+
+def _check_on_cpu(prog: P.Program, feeds) -> dict[str, np.ndarray]:
+    """The CPU's answer for a check. A program run once (a small network, a single layer) goes through the reference
+    interpreter: the fast one would first build its executable (weights re-laid, an arena), which costs more than
+    the run; a large network through the fast one."""
+    from .. import cpu
+
+    return cpu.run_program(prog, feeds, reference=prog.macs <= REFERENCE_MACS)
+
+
 class Disagreement(GpuError):
     """The GPU's outputs differ from the CPU interpreter's on the check input."""
 
@@ -53,10 +65,9 @@ class CheckedGpu:
 
     def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None, small_program=None,
                  expected_programs=None):
-        from .. import cpu
 
         self.model = model
-        self.cpu_run = cpu_run or cpu.run_program
+        self.cpu_run = cpu_run or _check_on_cpu
         self.strict = strict
         self.on_drop = on_drop
         self.small_program = small_program  # prog -> a small program of the same model for the whole check, or None

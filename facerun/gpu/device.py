@@ -476,7 +476,31 @@ def _make_device(adapter, row: dict) -> Device:
     d.layout = dev.create_bind_group_layout(label="facerun", entries=entries)
     d.pipeline_layout = dev.create_pipeline_layout(label="facerun", bind_group_layouts=[d.layout])
     d.dummy = dev.create_buffer(label="facerun unused binding", size=16, usage=wgpu.BufferUsage.STORAGE)
+    with counters.timed("ffi_types_parsed"):
+        _parse_ffi_types()
     return d
+
+
+# The C types wgpu-py and facerun's raw calls name when they make pipelines, bind groups, passes and read-backs.
+# cffi parses each name once per process (some 20-40 ms apiece: pycparser over every wgpu typedef); parsed here,
+# once, instead of on the first photo, where the pipeline threads each parsed the same names side by side.
+FFI_TYPES = ("WGPUShaderSourceWGSL *", "WGPUShaderModuleDescriptor *", "WGPUComputeState *",
+             "WGPUComputePipelineDescriptor *", "intptr_t", "WGPUBindGroupEntry[]", "WGPUBindGroupEntry *",
+             "WGPUBindGroupDescriptor *", "WGPUComputePassDescriptor *", "WGPUCommandEncoderDescriptor *",
+             "WGPUCommandBufferDescriptor *", "WGPUCommandBuffer[]", "uint8_t []", "uintptr_t", "uint8_t *",
+             "WGPUBufferMapCallbackInfo *")
+
+
+def _parse_ffi_types() -> None:
+    try:
+        from wgpu.backends.wgpu_native._ffi import ffi
+    except ImportError:
+        return
+    for name in FFI_TYPES:
+        try:
+            ffi.typeof(name)
+        except Exception:  # a name this wgpu build does not have: it is not used either
+            continue
 
 
 def get_device() -> Device:
