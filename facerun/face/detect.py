@@ -27,11 +27,13 @@ RUNTIMES = ("facerun", "onnxruntime")
 class Prepared:
     """One photo on its way through the detector: the network input, the shrink factors, then the raw outputs."""
 
-    blob: np.ndarray  # 1 x 3 x h x w
+    blob: np.ndarray | None  # 1 x 3 x h x w; None when the GPU lays out `image` itself
     frame: object  # the family's Frame: how the network input maps onto the photo
     scale_x: float
     scale_y: float
     outputs: dict | None = None
+    image: np.ndarray | None = None  # the (shrunk) photo, for the GPU to lay out (YuNet on the GPU)
+    shape: tuple = ()  # the network input's shape
 
 
 class Detector:
@@ -109,8 +111,15 @@ class Detector:
         scale_x = scale_y = 1.0
         if self.family.follows_image:
             rgb, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
+        if self._photos_on_gpu():  # the photo goes up as its bytes; the device makes the blob
+            shape, frame = self.family.layout(rgb)
+            return Prepared(None, frame, scale_x, scale_y, image=rgb, shape=shape)
         blob, frame = self.family.prepare(rgb)
-        return Prepared(blob, frame, scale_x, scale_y)
+        return Prepared(blob, frame, scale_x, scale_y, shape=tuple(blob.shape))
+
+    def _photos_on_gpu(self) -> bool:
+        gpu = getattr(self.net, "gpu", None)
+        return isinstance(self.family, yunet.YuNet) and gpu is not None and getattr(gpu, "image_layout", 0) is not False
 
     def precompile(self, prepared: Prepared) -> None:
         """Compile the network's program for this input (and, once the GPU has passed its check, the program's GPU
@@ -120,7 +129,7 @@ class Detector:
         if not hasattr(net, "program"):
             return
         try:
-            prog = net.program(prepared.blob.shape)
+            prog = net.program(prepared.shape)
             gpu = net.gpu
             if gpu is not None and gpu.active and gpu.whole_checked:
                 gpu.model.compile(prog)
@@ -128,7 +137,10 @@ class Detector:
             pass
 
     def run_network(self, prepared: Prepared) -> Prepared:
-        prepared.outputs = self.net.run(prepared.blob)
+        if prepared.image is not None:
+            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, yunet.make_blob)
+        else:
+            prepared.outputs = self.net.run(prepared.blob)
         return prepared
 
     def faces_from(self, prepared: Prepared) -> list[Face]:

@@ -125,7 +125,7 @@ def _prepare(photo: _Photo, rgb: np.ndarray, detector) -> None:
     photo.rgb = rgb
     if hasattr(detector, "prepare"):
         photo.prepared = detector.prepare(rgb)
-        photo.result.input_size = tuple(int(d) for d in photo.prepared.blob.shape[2:4])
+        photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
 
 
 def _detect(photo: _Photo, detector, stats: LibraryStats) -> None:

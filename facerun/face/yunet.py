@@ -255,10 +255,14 @@ class YuNet(Family):
         names = set(graph.output_names)
         return set(OUTPUTS_2023) <= names or set(OUTPUTS_2022) <= names
 
-    def prepare(self, rgb):
-        blob = make_blob(rgb)
+    def layout(self, rgb) -> tuple[tuple[int, int, int, int], Frame]:
+        """The network input's shape for `rgb` (padded to multiples of 32) and its Frame, without the blob."""
         height, width = rgb.shape[:2]
-        return blob, Frame(1.0, 1.0, 0, 0, width, height, blob.shape[3], blob.shape[2])
+        pad_h, pad_w = padded_size(height, width)
+        return (1, 3, pad_h, pad_w), Frame(1.0, 1.0, 0, 0, width, height, pad_w, pad_h)
+
+    def prepare(self, rgb):
+        return make_blob(rgb), self.layout(rgb)[1]
 
     def decode_rows(self, outputs, frame, score, nms, top_k) -> np.ndarray:
         """OpenCV's N x 15 rows, in cv2.FaceDetectorYN.detect's order."""

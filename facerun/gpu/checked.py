@@ -76,6 +76,7 @@ class CheckedGpu:
         self.reason: str | None = None
         self.program_reasons: dict[int, str] = {}
         self.whole_checked = False  # the whole network agreed once (on the first program run)
+        self.image_layout: bool | None = None  # run_image agreed with the CPU's blob (None: not tried yet)
         self.verified: set[str] = set()  # kernel variants that agreed with the CPU
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
@@ -259,6 +260,27 @@ class CheckedGpu:
         if isinstance(feeds, np.ndarray):
             feeds = {prog.inputs[0][0]: feeds}
         return self._guarded(prog, lambda: self.model.run(prog, feeds))
+
+    def run_image(self, prog: P.Program, rgb: np.ndarray, blob_of) -> dict[str, np.ndarray] | None:
+        """`prog` on a photo laid out on the device (GpuProgram.run_image, BGR), or None: run it on the CPU. The first
+        photo is also run from `blob_of(rgb)`, the CPU's layout: the two must give the very same outputs, or the
+        GPU's layout of photos is not used (the blob path goes on)."""
+        if self.image_layout is False:
+            return None
+
+        def work():
+            gp = self.model.compile(prog)
+            got = gp.run_image(rgb, bgr=True)
+            if self.image_layout is None:
+                want = gp.run({prog.inputs[0][0]: blob_of(rgb)})
+                same = all(np.array_equal(got[k], want[k]) for k in want)
+                self.image_layout = same
+                if not same:
+                    log.warning("the GPU's layout of photos differs from the CPU's; photos go up as blobs")
+                    return want
+            return got
+
+        return self._guarded(prog, work)
 
     def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]] | None:
         """Several inputs through one program in one submission, or None: run them on the CPU."""

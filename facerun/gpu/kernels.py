@@ -235,6 +235,7 @@ COPY = Kernel("copy.wgsl", trusted=True)
 POOL = Kernel("pool.wgsl", trusted=True)
 GLOBAL_AVG = Kernel("gavg.wgsl", trusted=True)
 RESIZE = Kernel("resize.wgsl")
+IMAGE = Kernel("image.wgsl", trusted=True)  # a photo's bytes laid out as the input (GpuProgram.run_image)
 SOFTMAX = Kernel("softmax.wgsl")
 MATMUL = Kernel("matmul.wgsl")
 
