@@ -348,3 +348,17 @@ def test_torch_rows_say_why_when_torch_cannot_run(monkeypatch):
         assert rows[path]["note"] == "torch finds no CUDA device"
     assert rows["torch-cuda-batch"]["batch"] == 2
     assert res.exit_code == 0  # unavailable is not a failure
+
+
+def test_the_photo_path_runs_yunet_from_a_photos_bytes(gpu):
+    yunet = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models")) / "face_detection_yunet_2023mar.onnx"
+    if not yunet.exists():
+        pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
+    data, _ = bench_json(str(yunet), "sface-arch-small", "--sizes", "96x64", "--paths", "cpu,gpu-photo",
+                         "--repeat", "2")
+    rows = {(r["model"], r["path"]): r for r in data["rows"]}
+    photo = rows[("yunet-2023mar", "gpu-photo")]
+    # judged against the CPU on the photo's own blob (the seeded input rounded to whole pixel values)
+    assert photo["ok"] is True and photo["median_ms"] > 0 and photo["max_abs_vs_cpu"] < 1e-3
+    other = next(r for (m, p), r in rows.items() if p == "gpu-photo" and m != "yunet-2023mar")
+    assert other["median_ms"] is None and "YuNet" in other["note"]

@@ -5,6 +5,7 @@ For every model and input size, one row per *path*:
   cpu                the numpy interpreter, batch 1: the reference for both time and parity
   gpu-per-conv       each convolution alone on the GPU, everything else on the CPU (the comparison mode)
   gpu                the whole program on the GPU, batch 1
+  gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU (how `detect` runs it)
   gpu-batch          a batch of `batch` items in one submission, timed per face (embedders by default)
   onnxruntime        onnxruntime's CPU provider on the same input: the outside peer (when installed)
   cpu-batch, onnxruntime-batch   the batched run on the CPU paths, for a like-for-like batch comparison
@@ -39,11 +40,11 @@ from ..io import write_json
 from ..zoo.card import ModelCard
 from .saved import RatioRow, compare, load_result
 
-PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime", "onnxruntime-batch",
+PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-photo", "gpu-batch", "onnxruntime", "onnxruntime-batch",
          "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda", "torch-cuda-batch", "torch-cuda-strict",
          "torch-cuda-strict-batch")
 DEFAULT_PATHS = ("cpu", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime")
-GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-batch"})
+GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-photo", "gpu-batch"})
 BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "onnxruntime-batch", "onnxruntime-webgpu-batch", "torch-cuda-batch",
                          "torch-cuda-strict-batch"})
 # onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin): a GPU peer, judged like facerun's GPU
@@ -251,7 +252,7 @@ class _Case:
         self._range = net.card.input_range
         self.x = agree.seeded_input(shape, settings.seed, self._range)
         self._xb = None
-        self._refs: dict[int, dict] = {}
+        self._refs: dict = {}  # batch item (or "photo") -> the CPU's outputs
 
     @property
     def xb(self) -> np.ndarray:
@@ -269,7 +270,26 @@ class _Case:
             self._refs[item] = dict(self.net.run_cpu(x))
         return self._refs[item]
 
-    def pairs(self, out: dict, batch: int) -> list[tuple[dict, dict]]:
+    def photo(self) -> np.ndarray:
+        """The input as a photo (H x W x 3 uint8 RGB) whose YuNet blob is the input rounded: for gpu-photo."""
+        if not (self.kind == "detector" and (self.net.card.family or "").startswith("yunet")):
+            raise _Skip("the photo path lays out YuNet's input (the raw BGR photo); this model is fed otherwise")
+        if not hasattr(self, "_photo"):
+            bgr = np.clip(np.rint(self.x[0]), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+            self._photo = np.ascontiguousarray(bgr[:, :, ::-1])
+        return self._photo
+
+    def photo_reference(self) -> dict:
+        """The CPU interpreter's output for the photo's blob (the input rounded to whole pixel values)."""
+        if "photo" not in self._refs:
+            from ..face.yunet import make_blob
+
+            self._refs["photo"] = dict(self.net.run_cpu(make_blob(self.photo())))
+        return self._refs["photo"]
+
+    def pairs(self, out: dict, batch: int, path: str = "") -> list[tuple[dict, dict]]:
+        if path == "gpu-photo":
+            return [(out, self.photo_reference())]
         if batch == 1:
             return [(out, self.reference(0))]
         return [(_items(out, self.names, batch, i), self.reference(i)) for i in (0, batch - 1)]
@@ -287,6 +307,11 @@ class _Case:
             return lambda: net.run_batch(xb, device="cpu"), None
         if path == "gpu":
             return lambda: net.run(x), net.program(x.shape)
+        if path == "gpu-photo":
+            photo = self.photo()
+            from ..face.yunet import make_blob
+
+            return lambda: net.run_photo(photo, x.shape, make_blob), net.program(x.shape)
         if path == "gpu-per-conv":
             return lambda: net.run_per_conv(x), None
         if path == "gpu-batch":
@@ -396,7 +421,8 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         return row
     tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in PEER_GPU_PATHS else agree.TOLERANCE
     try:
-        row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch), case.names, tolerance)
+        row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch, path), case.names,
+                                                                 tolerance)
     except FacerunError as e:
         row.note = f"no parity: {e}"
     return row

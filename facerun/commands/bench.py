@@ -79,7 +79,8 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
     the GPU, the rest on the CPU), gpu (the whole program), gpu-batch (--batch items in one submission; embedders),
-    onnxruntime (its CPU provider, when installed); cpu-batch and onnxruntime-batch on request. Columns: median,
+    onnxruntime (its CPU provider, when installed); cpu-batch, onnxruntime-batch and gpu-photo (YuNet from a photo's
+    bytes, laid out on the GPU, as detect runs it) on request. Columns: median,
     p10 and p90 of the timed runs in ms, ms per face, speed-up over the CPU interpreter, and parity with it: max abs
     diff for detectors, within 1e-4 of each output's range (ranges under 0.01 count as 0.01; 1e-3 on the GPU paths),
     cosine >= 0.9999 for embedders. A path that cannot run here says why. Exit status 1 when a row fails parity.
