@@ -13,7 +13,11 @@ Names in use:
     trusted_modules         of those, compiled without runtime bounds checks
     gpu_checks              a model's agreement check: the whole network at batch 1 (one per model and device,
                             gpu/checked.py); its parts are timed as gpu_checks_cpu, _gpu and _layers
-    gpu_variant_checks      single-layer agreement runs for a kernel variant a new size needed that was not checked
+    gpu_variant_checks      a later program's check of kernel variants it needs that were not checked yet
+    gpu_layer_checks        single-layer agreement runs (in the model's check, for the variants of the programs
+                            it expects, and in variant checks)
+    ffi_types_parsed        (seconds only) the C type names of wgpu's calls parsed when a device is made
+    garbage_collection      (bench --photos, seconds only) Python's cyclic garbage collector during a library run
 
 Each name may also carry the seconds spent on it (`timed(name)`), counted under `name + "_s"`.
 """
