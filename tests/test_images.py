@@ -154,3 +154,13 @@ def test_every_shared_photo_loads(data_dir):
     for path in paths:
         rgb = load_image(path)
         assert rgb.dtype == np.uint8 and rgb.shape[2] == 3 and min(rgb.shape[:2]) > 16, path
+
+
+def test_an_rgb_jpeg_loads_as_pillows_own_rgb_conversion(tmp_path, photo_rgb):
+    # the loader reads an RGB photo without Pillow's copies (no turning, no conversion): the very same pixels
+    path = tmp_path / "photo.jpg"
+    Image.fromarray(photo_rgb).save(path, quality=90)
+    with Image.open(path) as image:
+        want = np.asarray(image.convert("RGB"))
+    got = load_image(path)
+    assert got.dtype == np.uint8 and got.flags.c_contiguous and np.array_equal(got, want)

@@ -46,7 +46,7 @@ def decode_image(source, label) -> np.ndarray:
             with Image.open(source) as image:
                 _check_size(label, image)  # from the header, before the pixels are decoded
                 image.load()  # decode now, so a truncated file fails here and not later
-                image = ImageOps.exif_transpose(image)
+                ImageOps.exif_transpose(image, in_place=True)  # no copy of a photo that needs no turning
                 return _to_rgb8(image)
     except UnidentifiedImageError:
         raise ImageError(f"{label}: not an image (or not a format Pillow reads)") from None
@@ -79,8 +79,10 @@ def _to_rgb8(image: Image.Image) -> np.ndarray:
             gray = np.clip(gray, 0, 65535).astype(np.uint32) >> 8
         gray = np.clip(gray, 0, 255).astype(np.uint8)
         return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
-    # convert("RGB") drops alpha (no compositing), expands palettes and grayscale, and converts CMYK/YCbCr.
-    return np.ascontiguousarray(np.asarray(image.convert("RGB"), dtype=np.uint8))
+    # convert("RGB") drops alpha (no compositing), expands palettes and grayscale, and converts CMYK/YCbCr; an RGB
+    # photo (most JPEGs) is read as it is, without that copy
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
 
 
 def iter_images(paths) -> list[Path]:
