@@ -116,3 +116,37 @@ def test_the_embedders_check_covers_its_batches(gpu):
     before = counters.snapshot()
     embedder.embed(np.concatenate([crops] * 6))  # 18 faces: a batch of 16 and one of 2, checked ahead
     assert "gpu_variant_checks" not in counters.since(before) and "gpu_checks" not in counters.since(before)
+
+
+def test_folded_batch_norms_are_folded_once_per_model():
+    import facerun
+
+    net = facerun.load("sface-arch-small")  # a replica whose convolutions carry batch norms
+    a, b = net.program((1, 3, 112, 112)), net.program((4, 3, 112, 112))
+    folded = [n for n in a.folded if n.startswith("BatchNormalization")]
+    assert folded, "the replica folds batch norms"
+    ca = [st for st in a.steps if isinstance(st, (P.Conv, P.Gemm))]
+    cb = [st for st in b.steps if isinstance(st, (P.Conv, P.Gemm))]
+    assert all(x.weight is y.weight and x.bias is y.bias for x, y in zip(ca, cb))
+
+
+def test_the_fold_memo_folds_again_when_a_source_differs():
+    from facerun.onnx import passes
+
+    def conv_then_bn(weight, scale):
+        values = [P.Value(0, "x", (1, 2, 4, 4), "input", 0), P.Value(1, "c", (1, 2, 4, 4), "temp", 1),
+                  P.Value(2, "y", (1, 2, 4, 4), "temp", 2)]
+        conv = P.Conv(1, "conv", 0, weight, None, 1, (1, 1), (1, 1), (0, 0, 0, 0))
+        bn = P.Affine(2, "bn", 1, scale, np.zeros(2, np.float32))
+        return P.Program(values, [conv, bn], [("x", 0)], [("y", 2)])
+
+    memo = {}
+    w = np.ones((2, 2, 1, 1), np.float32)
+    first = conv_then_bn(w, np.array([2.0, 3.0], np.float32))
+    passes.fold_batchnorm(first, memo)
+    again = conv_then_bn(w, np.array([2.0, 3.0], np.float32))
+    passes.fold_batchnorm(again, memo)
+    assert again.steps[0].weight is first.steps[0].weight and len(again.steps) == 1
+    other = conv_then_bn(w, np.array([2.0, 5.0], np.float32))
+    passes.fold_batchnorm(other, memo)
+    assert float(other.steps[0].weight[1, 0, 0, 0]) == 5.0 and float(first.steps[0].weight[1, 0, 0, 0]) == 3.0

@@ -77,7 +77,7 @@ class Compiler:
                 raise ModelError(f"output '{name}' is declared {declared}; facerun computes float32 tensors only")
             outputs.append((name, self._const_value(name, v.data) if v.is_const else v.vid))
         prog = P.Program(self.values, self.steps, self.inputs, outputs, self.folded, exact)
-        passes.run(prog)
+        passes.run(prog, self.model.derived)
         prog.assign_lifetimes()
         return prog
 

@@ -100,8 +100,11 @@ def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     stride, dil = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
     pad = S.pads(ctx, auto_pad, pads, (h, wd), (kh, kw), stride, dil)
     oh, ow = S.window_output(ctx, (h, wd), (kh, kw), stride, dil, pad)
-    bias = None if b is None else np.asarray(ctx.const(b, "bias"), np.float32).reshape(-1).copy()
-    return ctx.emit(P.Conv(0, ctx.name, ctx.vid(x), weight.copy(), bias, group, stride, dil, pad), (n, cout, oh, ow))
+    # the model's own arrays, not copies: nothing changes a step's weights in place (the passes make new ones), and
+    # the programs of every input size then hold the same arrays (program.ParameterPool)
+    bias = None if b is None else np.asarray(ctx.const(b, "bias"), np.float32).reshape(-1)
+    weight = np.ascontiguousarray(weight)
+    return ctx.emit(P.Conv(0, ctx.name, ctx.vid(x), weight, bias, group, stride, dil, pad), (n, cout, oh, ow))
 
 
 @op

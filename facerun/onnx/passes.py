@@ -55,10 +55,12 @@ class _Steps:
         self.prog.steps = [s for s in self.prog.steps if id(s) not in self.gone]
 
 
-def fold_batchnorm(prog: P.Program) -> None:
+def fold_batchnorm(prog: P.Program, memo: dict | None = None) -> None:
     """A batch norm (an Affine step) right after a convolution or a fully connected layer goes into that layer's
     weights and bias: w' = w * scale[c], b' = b * scale[c] + shift[c]. Not after a fused residual or activation,
-    which the scale would then wrongly cover."""
+    which the scale would then wrongly cover. `memo` (the model's, kept across compiles) gives the folded arrays of
+    a pair folded before from equal arrays, so every input size's program holds the same ones."""
+    memo = {} if memo is None else memo
     g = _Steps(prog)
     for st in prog.steps:
         if not isinstance(st, P.Affine):
@@ -66,15 +68,31 @@ def fold_batchnorm(prog: P.Program) -> None:
         prev = g.sole_producer(st.x, (P.Conv, P.Gemm))
         if prev is None or prev.act is not None or getattr(prev, "residual", None) is not None:
             continue
-        scale, shift = st.scale.astype(np.float64), st.shift.astype(np.float64)
-        w = prev.weight.astype(np.float64)
-        if scale.size != w.shape[0]:
+        if st.scale.size != prev.weight.shape[0]:
             continue
-        prev.weight = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
-        b = np.zeros(w.shape[0]) if prev.bias is None else prev.bias.astype(np.float64)
-        prev.bias = (b * scale + shift).astype(np.float32)
+        sources = (prev.weight, prev.bias, st.scale, st.shift)
+        key = ("batchnorm", prev.node, st.node)
+        kept = memo.get(key)
+        if kept is not None and all(_same(a, b) for a, b in zip(kept[0], sources)):
+            prev.weight, prev.bias = kept[1]
+        else:
+            prev.weight, prev.bias = _folded(*sources)
+            memo[key] = (sources, (prev.weight, prev.bias))
         g.merge(st, prev, f"BatchNormalization '{st.node}' folded into {prev.op} '{prev.node}'")
     g.finish()
+
+
+def _folded(weight, bias, scale, shift) -> tuple[np.ndarray, np.ndarray]:
+    scale, shift, w = scale.astype(np.float64), shift.astype(np.float64), weight.astype(np.float64)
+    folded_w = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+    b = np.zeros(w.shape[0]) if bias is None else bias.astype(np.float64)
+    return folded_w, (b * scale + shift).astype(np.float32)
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a is b or (a.shape == b.shape and np.array_equal(a, b))
 
 
 def fuse_activations(prog: P.Program) -> None:
@@ -143,7 +161,10 @@ def fold_pads(prog: P.Program) -> None:
 PASSES = (fold_pads, fold_batchnorm, fuse_activations, fuse_residual_adds, fuse_activations)
 
 
-def run(prog: P.Program) -> None:
-    """Every pass, in order (lifetimes are assigned afterwards)."""
+def run(prog: P.Program, memo: dict | None = None) -> None:
+    """Every pass, in order (lifetimes are assigned afterwards); `memo`: the model's, for fold_batchnorm."""
     for fusion in PASSES:
-        fusion(prog)
+        if fusion is fold_batchnorm:
+            fusion(prog, memo)
+        else:
+            fusion(prog)

@@ -42,6 +42,9 @@ class ImportedModel:
     producer: str = ""
     ir_version: int = 0
     extra: dict = field(default_factory=dict)
+    # what the compiler derives from the constants alone (batch norms folded into weights), kept for the compiles
+    # of every later input size: passes.fold_batchnorm's memo
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _attr_value(a):
