@@ -72,15 +72,22 @@ def padder(x: np.ndarray, pads, scratch, role: str = "pad", fill: float = 0.0, e
         xp = scratch.get(role, (n, h + top + bottom, w + left + right, c))
         ring = [xp[:, :top], xp[:, top + h:], xp[:, top:top + h, :left], xp[:, top:top + h, left + w:]]
         inner = xp[:, top:top + h, left:left + w]
+    return xp, refill(ring, [(inner, x)], fill)
+
+
+def refill(ring: list, copies: list, value: float = 0.0):
+    """The per-run step that fills a padded scratch: every view in `ring` set to `value` (empty views skipped), then
+    each (destination, source) pair in `copies` copied."""
     ring = [r for r in ring if r.size]
-    value = np.float32(fill)
+    value = np.float32(value)
 
     def fill_in():
         for r in ring:
             r.fill(value)
-        np.copyto(inner, x)
+        for dst, src in copies:
+            np.copyto(dst, src)
 
-    return xp, fill_in
+    return fill_in
 
 
 def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch, tiles: dict | None = None):
@@ -215,15 +222,7 @@ def _column_phases(x: np.ndarray, pads, scratch):
         copies.append((plane[:, :, top : top + h, j0 : j0 + count], x[:, :, :, first::2]))
         ring += [plane[:, :, :top], plane[:, :, top + h :], plane[:, :, top : top + h, :j0],
                  plane[:, :, top : top + h, j0 + count :]]
-    ring = [r for r in ring if r.size]
-
-    def fill_in():
-        for r in ring:
-            r.fill(0.0)
-        for dst, src in copies:
-            np.copyto(dst, src)
-
-    return planes, fill_in
+    return planes, refill(ring, copies)
 
 
 def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
@@ -327,14 +326,7 @@ def _depthwise_in_place(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
                     einsum("ijrk,ijk->rk", ev, wk, out=dst)
 
             pieces.append((piece, lambda arr, i=i, r0=r0, r1=r1: arr[i, r0:r1]))
-
-    def prologue():
-        for f in fills:
-            f.fill(0.0)
-        for dst, src in copies:
-            np.copyto(dst, src)
-
-    return prologue, pieces
+    return refill(fills, copies), pieces
 
 
 def _depthwise_stride2(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
@@ -359,7 +351,6 @@ def _depthwise_stride2(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
                            x[:, :inside, first : first + 2 * count - 1 : 2]))
         ring += [plane[:, :top], plane[:, top + inside :], plane[:, top : top + inside, :j0],
                  plane[:, top : top + inside, j0 + count :]]
-    ring = [r for r in ring if r.size]
     wts = st.weight.reshape(c, 3, 3).transpose(1, 2, 0)  # (3, 3, C)
     even = np.ascontiguousarray(np.broadcast_to(wts[:, 0::2, None, :], (3, 2, ow, c)).reshape(3, 2, ow * c))
     odd = np.ascontiguousarray(np.broadcast_to(wts[:, 1, None, :], (3, ow, c)).reshape(3, ow * c))
@@ -381,14 +372,7 @@ def _depthwise_stride2(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
                 np.add(dst, tmp, out=dst)
 
             pieces.append((piece, lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r]))
-
-    def fill_in():
-        for z in ring:
-            z.fill(0.0)
-        for d, s_ in copies:
-            np.copyto(d, s_)
-
-    return fill_in, pieces
+    return refill(ring, copies), pieces
 
 
 def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
