@@ -1,0 +1,90 @@
+"""What a new input size costs to compile, in milliseconds (median over the sizes), for a photo library's models.
+
+    python examples/compile_cost.py [MODEL...] [--gpu]
+
+(1) program: `Net.program(shape)`, the ONNX graph compiled to a step program for a size it has not seen.
+(2) lower: `facerun.gpu.lower.lower`, that program turned into GPU dispatches (no device needed; constants not made).
+With --gpu, (2b) gpu: `GpuModel.compile`, the whole GPU form on the first adapter found (lowering, weights through
+the model's store, bind groups), after the model's pipelines exist.
+
+MODEL is an .onnx file or a replica name; the default is YuNet 2023mar (FACERUN_MODELS) and sface-arch. A detector
+runs at width 1024 and heights 320..1248 in steps of 32 (30 sizes); an embedder at batches 1..24. One size is
+compiled first and left out (the model's one-off work: batch norms folded, parameter pool filled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import facerun
+from facerun.gpu.lower import lower
+from facerun.gpu.model import _no_consts
+from facerun.gpu.plan import Limits
+
+YUNET = "face_detection_yunet_2023mar.onnx"
+
+
+def default_models() -> list[str]:
+    folder = os.environ.get("FACERUN_MODELS", "")
+    yunet = Path(folder) / YUNET if folder else None
+    return ([str(yunet)] if yunet is not None and yunet.exists() else ["yunet-arch"]) + ["sface-arch"]
+
+
+def sizes_of(net) -> list[tuple[int, ...]]:
+    """The new sizes a library run meets: heights for a detector (each photo at its own size), batches otherwise."""
+    if net.card.kind == "detector":
+        return [(1, 3, h, 1024) for h in range(320, 1280, 32)]
+    return [net.default_shape(batch) for batch in range(1, 25)]
+
+
+def ms(fn) -> tuple[float, object]:
+    t = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t) * 1e3, out
+
+
+def measure(model: str, gpu: bool) -> dict:
+    net = facerun.load(model)
+    limits = Limits()
+    sizes = sizes_of(net)
+    warm = net.program(sizes[0])
+    lower(warm, limits, _no_consts)
+    gm = None
+    if gpu:
+        from facerun.gpu.model import GpuModel
+
+        gm = GpuModel()
+        gm.compile(warm)
+    program, lowered, compiled = [], [], []
+    for shape in sizes[1:]:
+        t, prog = ms(lambda: net.program(shape))
+        program.append(t)
+        lowered.append(ms(lambda: lower(prog, limits, _no_consts))[0])
+        if gm is not None:
+            compiled.append(ms(lambda: gm.compile(prog))[0])
+    row = dict(model=Path(model).stem if model.endswith(".onnx") else model, sizes=len(sizes) - 1,
+               steps=len(warm.steps), program=statistics.median(program), lower=statistics.median(lowered))
+    if compiled:
+        row["gpu"] = statistics.median(compiled)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--gpu", action="store_true", help="also time GpuModel.compile on the first adapter")
+    args = ap.parse_args()
+    rows = [measure(m, args.gpu) for m in args.models or default_models()]
+    head = f"{'model':32} {'sizes':>5} {'steps':>5} {'(1) program':>12} {'(2) lower':>10}"
+    print(head + (f" {'(2b) gpu':>9}" if args.gpu else ""))
+    for r in rows:
+        line = f"{r['model']:32} {r['sizes']:5d} {r['steps']:5d} {r['program']:9.2f} ms {r['lower']:7.2f} ms"
+        print(line + (f" {r['gpu']:6.2f} ms" if "gpu" in r else ""))
+
+
+if __name__ == "__main__":
+    main()
