@@ -11,7 +11,6 @@ This object is also the context handlers are given (see `ops.py` for what they m
 
 from __future__ import annotations
 
-from dataclasses import replace
 from math import prod
 from typing import NoReturn
 
@@ -50,8 +49,11 @@ class Compiler:
         self.folding = False  # the current node's inputs are all constants: its steps are evaluated, not kept
         self._tensor_limit = limits.max_tensor_bytes()
         self._scratch: dict[int, np.ndarray] = {}  # constants a folded step reads, by negative ids
-        for name, arr in model.constants.items():
-            self.env[name] = Operand(name, tuple(np.shape(arr)), data=np.asarray(arr))
+        # what is worked out from the model alone, kept with it for the compiles of every later input size: the
+        # initializers as operands, the nodes whose inputs and attributes passed the checks, the handlers' arrays
+        self._memo = model.derived
+        self.env.update(_constant_operands(model))
+        self._checked = self._memo.setdefault("checked nodes", {})
         self.inputs = []
         for name, _ in model.inputs:
             shape = tuple(int(d) for d in input_shapes[name])
@@ -104,18 +106,28 @@ class Compiler:
         for i, name in enumerate(node.outputs):
             if not name:
                 continue
-            if i < len(results) and results[i] is not None:
-                self.env[name] = replace(results[i], name=name)
+            r = results[i] if i < len(results) else None
+            if r is not None:
+                # an operand is frozen: one already of that name is kept as it is, else copied under the name
+                self.env[name] = r if r.name == name else Operand(name, r.shape, r.vid, r.data)
             else:
                 why = f"node '{node.name}' ({node.op}): its output {i} ('{name}') is not supported"
                 self.env[name] = _Unavailable(why)
 
     def _arguments(self, node: Node) -> list[Operand | None]:
         """The node's inputs, checked against what its handler reads (inputs and attributes)."""
-        spec = params(node.op)
         ins = [self._operand(name) for name in node.inputs]
         while ins and ins[-1] is None:
             ins.pop()
+        # which inputs are omitted ("" names) and which attributes are set is the node's own, whatever the input
+        # size: a node that passed once passes again (a refused one is never kept)
+        if self._checked.get(id(node)) is not node:
+            self._check(node, ins)
+            self._checked[id(node)] = node
+        return ins
+
+    def _check(self, node: Node, ins: list[Operand | None]) -> None:
+        spec = params(node.op)
         if spec.inputs is not None and len(ins) > spec.inputs:
             self.refuse(f"{len(ins)} inputs; facerun reads {spec.inputs}")
         missing = next((i for i in range(spec.required_inputs) if i >= len(ins) or ins[i] is None), None)
@@ -126,7 +138,6 @@ class Compiler:
             self.refuse(f"attribute '{bad}' is not supported")
         for name in sorted(spec.required_attrs - set(node.attrs)):
             self.refuse(f"attribute '{name}' is missing")
-        return ins
 
     def _operand(self, name: str) -> Operand | None:
         if not name:
@@ -138,14 +149,15 @@ class Compiler:
             raise ModelError(v.why)
         return v
 
-    def _value(self, name, shape, kind, base=None, data=None) -> int:
+    def _value(self, name, shape: tuple[int, ...], kind, base=None, data=None) -> int:
+        """A new value; `shape` is a tuple of ints already (emit and view make it one)."""
         vid = len(self.values)
-        self.values.append(P.Value(vid, name, tuple(int(d) for d in shape), kind, vid if base is None else base, data))
+        self.values.append(P.Value(vid, name, shape, kind, vid if base is None else base, data))
         return vid
 
     def _const_value(self, name, arr) -> int:
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        return self._value(name, arr.shape, "const", data=arr)
+        return self._value(name, tuple(int(d) for d in arr.shape), "const", data=arr)
 
     # ------------------------------------------------------------------------------- the context handlers use
     @property
@@ -171,6 +183,19 @@ class Compiler:
 
     def note(self, text: str) -> None:
         self.folded.append(text)
+
+    def derived(self, role: str, sources: tuple, make):
+        """make()'s result for this node, kept with the model and given again while `sources` (the constant arrays
+        and attribute values it is made from) are the same objects: a node's weights are worked out once, not once
+        per input size, and every size's program holds the same arrays. make() must read nothing else."""
+        key = (role, id(self.node))
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is self.node and len(hit[1]) == len(sources) and all(
+                a is b for a, b in zip(hit[1], sources)):
+            return hit[2]
+        made = make()
+        self._memo[key] = (self.node, sources, made)
+        return made
 
     def const(self, t: Operand | None, what: str) -> np.ndarray | None:
         """A constant input's array (None for an omitted input); a computed one is refused."""
@@ -218,6 +243,19 @@ class Compiler:
         if t.is_const:
             return Operand(name, shape, data=t.data.reshape(shape))
         return Operand(name, shape, vid=self._value(name, shape, "view", base=self.values[t.vid].base))
+
+
+def _constant_operands(model: ImportedModel) -> dict[str, Operand]:
+    """The model's initializers as operands: the same objects for every compile (an operand is frozen) while the
+    model holds the same arrays."""
+    kept = model.derived.get("constant operands")
+    constants = model.constants
+    if kept is None or len(kept) != len(constants) or not all(
+            op.data is arr for op, arr in zip(kept.values(), constants.values())):
+        kept = {name: Operand(name, tuple(np.shape(arr)), data=np.asarray(arr)) for name, arr in constants.items()}
+        if all(op.data is arr for op, arr in zip(kept.values(), constants.values())):
+            model.derived["constant operands"] = kept  # kept while the model holds the same arrays
+    return kept
 
 
 def compile_model(model: ImportedModel, input_shapes: dict[str, tuple[int, ...]],

@@ -11,8 +11,9 @@ so a folded node and a running node cannot disagree.
 
 The context (`compile.Compiler`) offers: `opset`, `batch_items`, `name` (the node's), `outputs` (its output names),
 `const(t, what)` (a constant input's array, or a ModelError), `vid(t)` (a value id for a step to read), `emit(step,
-shape)`, `view(t, shape)`, `constant(array)`, `note(text)`, `refuse(why)` (ModelError) and `bad_input(why)`
-(InputError), both naming the node and its operator.
+shape)`, `view(t, shape)`, `constant(array)`, `note(text)`, `derived(role, sources, make)` (make()'s result for this
+node, kept across input sizes while `sources` are the same arrays: a handler's weights, made once), `refuse(why)`
+(ModelError) and `bad_input(why)` (InputError), both naming the node and its operator.
 
 The supported set *is* this table: `read.SUPPORTED` is derived from it, and a node's attributes are checked against
 its handler's keyword arguments (`params`).
@@ -85,7 +86,10 @@ def _onnx_dtype(ctx, to: int):
 
 @op
 def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
-    weight = np.asarray(ctx.const(w, "weight"), dtype=np.float32)
+    w_data = ctx.const(w, "weight")
+    # the model's own arrays, not copies: nothing changes a step's weights in place (the passes make new ones), and
+    # the programs of every input size then hold the same arrays (program.ParameterPool)
+    weight = ctx.derived("weight", (w_data,), lambda: np.ascontiguousarray(np.asarray(w_data, dtype=np.float32)))
     if weight.ndim != 4 or len(x.shape) != 4:
         ctx.refuse(f"only 2-D convolutions are supported (input {list(x.shape)}, weight {list(weight.shape)})")
     n, c, h, wd = x.shape
@@ -100,10 +104,10 @@ def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     stride, dil = S.pair(ctx, strides, "strides"), S.pair(ctx, dilations, "dilations")
     pad = S.pads(ctx, auto_pad, pads, (h, wd), (kh, kw), stride, dil)
     oh, ow = S.window_output(ctx, (h, wd), (kh, kw), stride, dil, pad)
-    # the model's own arrays, not copies: nothing changes a step's weights in place (the passes make new ones), and
-    # the programs of every input size then hold the same arrays (program.ParameterPool)
-    bias = None if b is None else np.asarray(ctx.const(b, "bias"), np.float32).reshape(-1)
-    weight = np.ascontiguousarray(weight)
+    bias = None
+    if b is not None:
+        b_data = ctx.const(b, "bias")
+        bias = ctx.derived("bias", (b_data,), lambda: np.asarray(b_data, np.float32).reshape(-1))
     return ctx.emit(P.Conv(0, ctx.name, ctx.vid(x), weight, bias, group, stride, dil, pad), (n, cout, oh, ow))
 
 
@@ -112,15 +116,21 @@ def BatchNormalization(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum
                        is_test=0, consumed_inputs=None):
     if training_mode:
         ctx.refuse("training_mode 1 is not supported")
-    stats = [np.asarray(ctx.const(t, "statistics"), np.float64).reshape(-1) for t in (scale, bias, mean, var)]
+    arrays = tuple(ctx.const(t, "statistics") for t in (scale, bias, mean, var))
+    stats = ctx.derived("statistics", arrays, lambda: [np.asarray(a, np.float64).reshape(-1) for a in arrays])
     channels = x.shape[1] if len(x.shape) >= 2 else 0
     if any(s.size != channels for s in stats):
         ctx.refuse(f"statistics of {[s.size for s in stats]} values for {channels} channels (spatial={spatial})")
-    gamma, beta, mu, v = stats
-    k = gamma / np.sqrt(v + float(epsilon))
+    k, shift = ctx.derived("affine", arrays, lambda: _batchnorm_affine(stats, float(epsilon)))
     # the passes fold this into the convolution (or fully connected layer) before it when they can
-    step = P.Affine(0, ctx.name, ctx.vid(x), k.astype(np.float32), (beta - mu * k).astype(np.float32))
-    return ctx.emit(step, x.shape)
+    return ctx.emit(P.Affine(0, ctx.name, ctx.vid(x), k, shift), x.shape)
+
+
+def _batchnorm_affine(stats: list[np.ndarray], epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """A batch norm's statistics as out = x * k + shift, float32."""
+    gamma, beta, mu, v = stats
+    k = gamma / np.sqrt(v + epsilon)
+    return k.astype(np.float32), (beta - mu * k).astype(np.float32)
 
 
 @op
@@ -134,25 +144,32 @@ def Gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcas
         m, k = k, m
     if not b.is_const:
         ctx.refuse("a computed B operand is not supported")
-    wb = np.asarray(b.data, np.float32)
-    weight = (wb if transB else wb.T) * np.float32(alpha)
+    b_data = b.data
+    # (N, K), contiguous: made once per model, however many row counts it compiles for
+    weight = ctx.derived("weight", (b_data,), lambda: _gemm_weight(b_data, transB, alpha))
     if weight.shape[1] != k:
         ctx.bad_input(f"expects {weight.shape[1]} input features, got {k}")
     nout = weight.shape[0]
     bias, cc = None, None
     if c is not None:
-        cc = np.asarray(ctx.const(c, "C"), np.float32) * np.float32(beta)
+        c_data = ctx.const(c, "C")
+        cc = ctx.derived("C", (c_data,), lambda: np.asarray(c_data, np.float32) * np.float32(beta))
         if cc.ndim > 2 or any(dc not in (1, dp) for dc, dp in zip(cc.shape[::-1], (nout, m))):
             ctx.bad_input(f"a C of shape {list(cc.shape)} does not broadcast to the {m}x{nout} product")
         if cc.size == 1 or (cc.size == nout and (cc.ndim == 1 or cc.shape[0] == 1)):  # one bias per column
-            bias, cc = np.broadcast_to(cc.reshape(-1), (nout,)).copy(), None
+            c_row = cc
+            bias, cc = ctx.derived("bias", (c_data,), lambda: np.broadcast_to(c_row.reshape(-1), (nout,)).copy()), None
     if cc is None:
-        return ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), np.ascontiguousarray(weight), bias), (m, nout))
+        return ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), weight, bias), (m, nout))
     # a C varying down the rows (M x N, M x 1) is added after the product
-    product = ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), np.ascontiguousarray(weight), None), (m, nout),
-                       name=ctx.name + ":AB")
+    product = ctx.emit(P.Gemm(0, ctx.name, ctx.vid(a), weight, None), (m, nout), name=ctx.name + ":AB")
     c_op = S.Operand(ctx.name + ":C", cc.shape, data=cc)
     return ctx.emit(P.Binary(0, ctx.name + ":C", ctx.vid(product), ctx.vid(c_op), "add"), (m, nout))
+
+
+def _gemm_weight(b: np.ndarray, trans_b, alpha) -> np.ndarray:
+    wb = np.asarray(b, np.float32)
+    return np.ascontiguousarray((wb if trans_b else wb.T) * np.float32(alpha))
 
 
 @op
@@ -164,7 +181,8 @@ def MatMul(ctx, a, b):
         if sa[-1] != k:
             ctx.bad_input(f"expects {k} input features, got {sa[-1]}")
         x = a if len(sa) == 2 else ctx.view(a, (prod(sa[:-1]), k), name=ctx.name + ":2d")
-        weight = np.ascontiguousarray(np.asarray(b.data, np.float32).T)
+        b_data = b.data
+        weight = ctx.derived("weight", (b_data,), lambda: np.ascontiguousarray(np.asarray(b_data, np.float32).T))
         out = ctx.emit(P.Gemm(0, ctx.name, ctx.vid(x), weight, None), (prod(sa[:-1]), nout))
         return out if len(sa) == 2 else ctx.view(out, sa[:-1] + (nout,))
     shape = S.matmul_shape(ctx, a.shape, b.shape)
@@ -181,17 +199,18 @@ def _unary(ctx, x, act: P.Activation):
 
 @op
 def Relu(ctx, x, *, consumed_inputs=None):
-    return _unary(ctx, x, P.Activation("relu"))
+    # one activation object per node for every input size: the parameter pool then finds it by identity
+    return _unary(ctx, x, ctx.derived("act", (), lambda: P.Activation("relu")))
 
 
 @op
 def Sigmoid(ctx, x, *, consumed_inputs=None):
-    return _unary(ctx, x, P.Activation("sigmoid"))
+    return _unary(ctx, x, ctx.derived("act", (), lambda: P.Activation("sigmoid")))
 
 
 @op
 def LeakyRelu(ctx, x, *, alpha=0.01, consumed_inputs=None):
-    return _unary(ctx, x, P.Activation("leaky", alpha=float(alpha)))
+    return _unary(ctx, x, ctx.derived("act", (), lambda: P.Activation("leaky", alpha=float(alpha))))
 
 
 @op
@@ -216,7 +235,8 @@ def PRelu(ctx, x, slope, *, consumed_inputs=None):
             S.broadcast(shape, s.shape)
             aligned = s.ndim >= len(shape) - 1 and s.shape[-(len(shape) - 1)] == shape[1]
             if aligned or shape[1] == 1:
-                return _unary(ctx, x, P.Activation("prelu", slope=s.reshape(-1).copy()))
+                act = ctx.derived("act", (slope.data,), lambda: P.Activation("prelu", slope=s.reshape(-1).copy()))
+                return _unary(ctx, x, act)
     return _binary(ctx, x, slope, "prelu")
 
 
