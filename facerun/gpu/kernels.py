@@ -11,6 +11,7 @@ name and a field missing on either side is an error at once rather than a silent
 
 from __future__ import annotations
 
+import operator
 import re
 import struct
 from dataclasses import dataclass
@@ -139,7 +140,16 @@ class Kernel:
         return "\n".join(parts)
 
     def params(self) -> ParamLayout:
+        return self.layout
+
+    @cached_property  # asked for by every dispatch: found on the kernel, not by hashing it (and its subst) again
+    def layout(self) -> ParamLayout:
         return _layout_of(self)
+
+    @cached_property
+    def stem(self) -> str:
+        """The source's name without .wgsl (how descriptions count dispatches)."""
+        return self.file.split(".")[0]
 
 
 @cache
@@ -191,6 +201,7 @@ def specialise(text: str, consts: dict) -> str:
     return "\n".join(expand(0, dict(consts))[0])
 
 
+@cache  # one object per variant: its key and layout are then worked out once
 def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
     tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
     wg = tx * ty
@@ -206,6 +217,7 @@ DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True, trusted=
 SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
 
 
+@cache
 def gemv(rows: int, vec4: bool) -> Kernel:
     subst = dict(ROWS=int(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b")
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
@@ -268,6 +280,20 @@ class ParamLayout:
         return [f.name for f in self.fields]
 
     @cached_property
+    def _order(self) -> tuple[tuple[str, bool], ...]:
+        """(name, whether it takes a list) per field, in struct order."""
+        return tuple((f.name, f.count > 1) for f in self.fields)
+
+    @cached_property
+    def _scalars(self):
+        """For a layout of scalars only: the values of every field, in order, in one call (else None)."""
+        if not self.fields or any(f.count > 1 for f in self.fields):
+            return None
+        names = [f.name for f in self.fields]
+        get = operator.itemgetter(*names)
+        return get if len(names) > 1 else (lambda values: (get(values),))
+
+    @cached_property
     def _packer(self) -> struct.Struct:
         """One struct for the whole layout (pad bytes between fields), so a dispatch's parameters pack in one call."""
         fmt, at = "<", 0
@@ -278,15 +304,25 @@ class ParamLayout:
 
     def pack(self, **values) -> bytes:
         """The uniform bytes for `values` (every field by name; vec4 arrays as flat lists)."""
+        return self.pack_dict(values)
+
+    def pack_dict(self, values: dict) -> bytes:
+        """pack(**values) without unpacking the dict into keywords (the lowering's path: one call per dispatch)."""
         if len(values) == len(self.fields):
+            scalars = self._scalars
+            if scalars is not None:
+                try:
+                    return self._packer.pack(*scalars(values))
+                except (KeyError, TypeError, struct.error):
+                    return self._pack_checked(values)
             flat: list = []
+            extend, append = flat.extend, flat.append
             try:
-                for f in self.fields:
-                    v = values[f.name]
-                    if f.count > 1:
-                        flat.extend(v)
+                for name, many in self._order:
+                    if many:
+                        extend(values[name])
                     else:
-                        flat.append(v)
+                        append(values[name])
                 return self._packer.pack(*flat)
             except (KeyError, TypeError, struct.error):
                 pass  # the checked path below says what is wrong, or converts what struct would not take

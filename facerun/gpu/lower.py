@@ -160,7 +160,7 @@ class _Lowering:
                 self._free(step, lent)
                 continue
             try:
-                handler = next((_HANDLERS[c] for c in type(step).__mro__ if c in _HANDLERS), None)
+                handler = _handler(type(step))
                 if handler is None:
                     raise PlanError(f"no GPU kernel for {step.op}")
                 handler(self, step, ("slot", self.slot_of[storage]))
@@ -217,11 +217,11 @@ class _Lowering:
         return self._derived(role, sources, extra, lambda: np.asarray(make()))
 
     def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None) -> None:
-        params = kernel.params().pack(**values)
+        params = kernel.layout.pack_dict(values)
         reads = list(reads) + [None] * (len(K.READ_BINDINGS) - len(reads))
         self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan))
-        name = kernel.file.split(".")[0]
-        self.out.kernels[name] = self.out.kernels.get(name, 0) + 1
+        kernels = self.out.kernels
+        kernels[kernel.stem] = kernels.get(kernel.stem, 0) + 1
 
     def _flat(self, kernel: K.Kernel, count: int, values: dict, reads: list, out) -> None:
         """A one-thread-per-value kernel over `count` values."""
@@ -424,44 +424,57 @@ class _Lowering:
                        nhwc: bool = False, source=None) -> None:
         """`source`: the array `weight` is a view of (the identity its derived buffers are kept by)."""
         source = weight if source is None else source
-        slope_at = s.cout if act is not None and act.kind == "prelu" else 0
-        total = s.batch * s.cout * s.oh * s.ow
-        ohw = s.oh * s.ow
-        nchw = dict(out_b=s.cout * ohw, out_c=ohw, out_p=1)
-        layout = dict(out_b=ohw * s.cout, out_c=1, out_p=s.cout) if nhwc else nchw
-        epilogue = dict(has_bias=int(bias is not None), has_res=int(res_ref is not None))
-        epilogue.update(K.act_params(act, s.cout, slope_at))
-        epi_buf = self._const_of("epilogue", (bias, act), (s.cout,), lambda: epilogue_data(s.cout, bias, act)[0])
+        cout, oh, ow = s.cout, s.oh, s.ow
+        slope_at = cout if act is not None and act.kind == "prelu" else 0
+        ohw = oh * ow
+        total = s.batch * cout * ohw
+        nchw = dict(out_b=cout * ohw, out_c=ohw, out_p=1)
+        layout = dict(out_b=ohw * cout, out_c=1, out_p=cout) if nhwc else nchw
+        epi_buf = self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
         self.out.conv_plans.append((self.node, plan.describe()))
-        common = dict(cin=s.cin, cg=s.cg, cout=s.cout, h=s.h, w=s.w, kh=s.kernel[0], kw=s.kernel[1], sh=s.stride[0],
-                      sw=s.stride[1], dh=s.dilation[0], dw=s.dilation[1], pt=s.pads[0], pl=s.pads[1])
         kernel = K.conv_kernel(plan)
+        # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
+        (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
+        common = K.act_params(act, cout, slope_at)
+        common.update(has_bias=int(bias is not None), has_res=int(res_ref is not None), cin=s.cin, cg=s.cin // s.groups,
+                      cout=cout, h=s.h, w=s.w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=s.pads[0], pl=s.pads[1],
+                      total=total, row=plan.grid[2], m=cout // s.groups, ow=ow)
         if plan.tile is None:  # direct or depthwise: the weights as the model has them
-            quads = plan.threads if plan.kernel == "depthwise" else 0
-            p = dict(epilogue, total=total, row=plan.grid[2], m=s.m, oh=s.oh, ow=s.ow, splits=1, quads=quads, **common,
-                     **layout)
+            p = common
+            p.update(layout, oh=oh, splits=1, quads=plan.threads if plan.kernel == "depthwise" else 0)
             reads = [x_ref, self._const_of("conv weights", (source,), (), lambda: weight), epi_buf, res_ref]
             self._add(kernel, p, reads, out, plan.grid[:2], plan)
             return
         wbuf = self._const_of("packed conv weights", (source,), (s.groups, plan.kpad, plan.mpad),
                               lambda: pack_conv_weights(np.asarray(weight, np.float32), s.groups, plan.kpad, plan.mpad))
-        p = dict(epilogue, m=s.m, n=s.n, k=s.k, kpad=plan.kpad, mpad4=plan.mpad // 4, ohw=s.oh * s.ow, ow=s.ow,
-                 k_chunk=plan.k_chunk, splits=plan.splits, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n,
-                 count=plan.workgroups, row=plan.grid[2], total=total, **common)
+        p = dict(common, n=s.batch * ohw, k=s.k, kpad=plan.kpad, mpad4=plan.mpad // 4, ohw=ohw, k_chunk=plan.k_chunk,
+                 splits=plan.splits, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, count=plan.workgroups)
         # split K: the partial sums stay NCHW, the reduce pass writes the layout
         taps = None if plan.pointwise else self._const_of("im2col taps", (), (s.cg, s.kernel, s.dilation),
                                                           lambda: im2col_taps(s))
         if not plan.partial:
-            self._add(kernel, dict(p, **layout), [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
+            p.update(layout)
+            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
             return
         # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
         scratch = self.slots.take(plan.splits * total * 4)
-        self._add(kernel, dict(p, **nchw), [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], plan)
+        p.update(nchw)
+        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], plan)
         rx, ry, rrow = plan.reduce_grid
-        rp = dict(epilogue, total=total, row=rrow, m=s.m, oh=s.oh, ow=s.ow, splits=plan.splits, quads=0, **common,
-                  **layout)
+        rp = dict(common, row=rrow, oh=oh, splits=plan.splits, quads=0)
+        rp.update(layout)
         self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), plan)
         self.slots.give(scratch)
+
+
+def _handler(kind: type):
+    """The lowering of a step type (its own, else its nearest base's), found once per type."""
+    found = _BY_TYPE.get(kind)
+    if found is None:
+        found = next((_HANDLERS[c] for c in kind.__mro__ if c in _HANDLERS), None)
+        if found is not None:
+            _BY_TYPE[kind] = found
+    return found
 
 
 _HANDLERS = {
@@ -481,3 +494,4 @@ _HANDLERS = {
     P.Softmax: _Lowering._softmax,
     P.MatMul: _Lowering._matmul,
 }
+_BY_TYPE: dict[type, Callable] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import os
 import threading
 from dataclasses import dataclass
@@ -90,10 +91,9 @@ class WeightStore:
         """get(dev, role, make()), remembered by the identity of `sources` (arrays or activations, kept alive here)
         and by `extra`, so a later program built from the same arrays finds its buffer without making or hashing
         the data again."""
-        key = (role, tuple(id(x) for x in sources), extra)
-        with self._lock:
-            hit = self._derived.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], sources)):
+        key = (role, tuple(map(id, sources)), extra)
+        hit = self._derived.get(key)  # one dict read is atomic: the lock guards the writes
+        if hit is not None and all(map(operator.is_, hit[0], sources)):
             return hit[1]
         buf = self.get(dev, role, make())
         if not isinstance(buf, Transient):

@@ -87,11 +87,9 @@ class GpuProgram:
         self.staging_bytes = low.staging_bytes
         self.kernel_keys = frozenset(d.kernel.key for d in self.dispatches)  # the pipelines it runs
         self.inputs = [(name, slot, v) for name, slot, v in low.inputs]
+        # every dispatch's parameters at its UNIFORM_SLOT offset, zero filled
         slot = K.UNIFORM_SLOT
-        blob = bytearray(max(1, len(self.dispatches)) * slot)
-        for i, d in enumerate(self.dispatches):
-            blob[i * slot : i * slot + len(d.params)] = d.params
-        self.params = bytes(blob)
+        self.params = b"".join(d.params.ljust(slot, b"\0") for d in self.dispatches) if self.dispatches else bytes(slot)
         self.pipes = self.dev.pipelines([d.kernel for d in self.dispatches])
         self.raw = _raw_pass_calls()
         if any(isinstance(r, Transient) for d in self.dispatches for r in d.reads):
@@ -111,7 +109,7 @@ class GpuProgram:
         self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
         self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
         for i, (d, pipe) in enumerate(zip(self.dispatches, self.pipes)):
-            transient = any(isinstance(r, Transient) for r in d.reads)
+            transient = any(type(r) is Transient for r in d.reads)
             self.recorded.append((pipe, None if transient else self._shared_group(i, d), d.groups, i))
         # the native handles, for the raw path (the Python objects above keep them alive)
         self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
@@ -132,8 +130,12 @@ class GpuProgram:
         return self.arena.staging
 
     def _shared_group(self, i: int, d: Dispatch):
-        refs = [self._resolve(ref, {}) for ref in d.reads] + [self._resolve(d.out, {})]
-        key = (i, id(self.arena.uniform)) + tuple(id(b) for b in refs)
+        """The arena's bind group for dispatch i over the buffers it binds now (found by their identity: most of a
+        new program's groups exist already)."""
+        buffers, dummy = self.buffers, self.dev.dummy
+        refs = [dummy if r is None else buffers[r[1]] if type(r) is tuple else r for r in d.reads]
+        refs.append(buffers[d.out[1]])
+        key = (i, id(self.arena.uniform), *map(id, refs))
         return self.arena.bind_group(key, lambda: self._bind_group(i, d, {}))
 
     def _resolve(self, ref, uploads: dict):
