@@ -11,6 +11,8 @@ runs sixteen faces at once.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass, field
 from math import prod
 
@@ -456,17 +458,27 @@ class ParameterPool:
 
     def share(self, prog: Program) -> None:
         for st in prog.steps:
+            names, has_act = _parameter_fields(type(st))
+            if not names and not has_act:
+                continue
             key = (st.node, type(st).__name__)
-            for name in _PARAMETER_FIELDS:
-                a = getattr(st, name, None)
+            for name in names:
+                a = getattr(st, name)
                 if isinstance(a, np.ndarray):
                     setattr(st, name, self._array(key + (name,), a))
-            act = getattr(st, "act", None)
+            act = st.act if has_act else None
             if isinstance(act, Activation):
                 st.act = self._act(key, act)
         for v in prog.values:
             if v.kind == "const" and v.data is not None:
                 v.data = self._array(("const", v.name), v.data)
+
+
+@functools.cache
+def _parameter_fields(kind: type) -> tuple[tuple[str, ...], bool]:
+    """The parameter fields a step type has, and whether it has an activation (looked up once per type)."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    return tuple(n for n in _PARAMETER_FIELDS if n in names), "act" in names
 
 
 def _same_activation(a: Activation, b: Activation) -> bool:

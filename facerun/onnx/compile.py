@@ -89,8 +89,8 @@ class Compiler:
         if handler is None:
             raise ModelError(f"node '{node.name}' ({node.op}): facerun does not support this operator")
         ins = self._arguments(node)
-        present = [v for v in ins if v is not None]
-        self.folding = bool(present) and all(v.is_const for v in present)
+        # folded: every input given is a constant (and one is given)
+        self.folding = any(v is not None for v in ins) and all(v is None or v.data is not None for v in ins)
         try:
             result = handler(self, *ins, **node.attrs)
         except (InputError, ModelError):
@@ -223,8 +223,8 @@ class Compiler:
     def emit(self, step: P.Step, shape, name: str | None = None) -> Operand:
         """Add a step writing a new value of `shape` (named after the node's output unless told); in a folded node,
         evaluate it on the CPU interpreter's step code instead and return the constant."""
-        shape = tuple(int(d) for d in shape)
-        name = name or self.outputs[0]
+        shape = tuple(map(int, shape))
+        name = name or self.node.outputs[0]
         self.check_size(shape)
         if self.folding:
             y = np.asarray(cpu.run_step(step, [self._scratch[v] for v in step.reads], shape, threads=1))
@@ -236,7 +236,7 @@ class Compiler:
 
     def view(self, t: Operand, shape, name: str | None = None) -> Operand:
         """t seen with another shape (same elements, same order): a view value, or a reshaped constant."""
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(map(int, shape))
         if prod(shape) != prod(t.shape):
             self.bad_input(f"cannot view {list(t.shape)} as {list(shape)}")
         name = name or self.outputs[0]

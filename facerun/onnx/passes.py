@@ -27,8 +27,9 @@ class _Steps:
         self.prog = prog
         self.producer = {s.out: s for s in prog.steps}
         self.position = {id(s): i for i, s in enumerate(prog.steps)}
-        self.readers: Counter[int] = Counter(prog.storage(v) for s in prog.steps for v in s.reads)
-        self.readers.update(prog.storage(v) for _, v in prog.outputs)
+        values = prog.values
+        self.readers: Counter[int] = Counter([values[v].base for s in prog.steps for v in s.reads])
+        self.readers.update([values[v].base for _, v in prog.outputs])
         self.gone: set[int] = set()
 
     def sole_producer(self, vid: int, kinds: tuple) -> P.Step | None:
@@ -51,11 +52,14 @@ class _Steps:
         self.gone.add(id(step))
         self.prog.folded.append(note)
 
-    def finish(self) -> None:
-        self.prog.steps = [s for s in self.prog.steps if id(s) not in self.gone]
+    def finish(self) -> int:
+        """Drop the merged steps; how many there were."""
+        if self.gone:
+            self.prog.steps = [s for s in self.prog.steps if id(s) not in self.gone]
+        return len(self.gone)
 
 
-def fold_batchnorm(prog: P.Program, memo: dict | None = None) -> None:
+def fold_batchnorm(prog: P.Program, memo: dict | None = None) -> int:
     """A batch norm (an Affine step) right after a convolution or a fully connected layer goes into that layer's
     weights and bias: w' = w * scale[c], b' = b * scale[c] + shift[c]. Not after a fused residual or activation,
     which the scale would then wrongly cover. `memo` (the model's, kept across compiles) gives the folded arrays of
@@ -79,7 +83,7 @@ def fold_batchnorm(prog: P.Program, memo: dict | None = None) -> None:
             prev.weight, prev.bias = _folded(*sources)
             memo[key] = (sources, (prev.weight, prev.bias))
         g.merge(st, prev, f"BatchNormalization '{st.node}' folded into {prev.op} '{prev.node}'")
-    g.finish()
+    return g.finish()
 
 
 def _folded(weight, bias, scale, shift) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +99,7 @@ def _same(a, b) -> bool:
     return a is b or (a.shape == b.shape and np.array_equal(a, b))
 
 
-def fuse_activations(prog: P.Program) -> None:
+def fuse_activations(prog: P.Program) -> int:
     """An activation (a Unary step) right after a convolution or a fully connected layer without one joins that
     layer's epilogue: out = act(conv(x) + bias [+ residual])."""
     g = _Steps(prog)
@@ -110,10 +114,10 @@ def fuse_activations(prog: P.Program) -> None:
             continue  # the epilogue takes one slope per channel
         prev.act = st.act
         g.merge(st, prev, f"{_ONNX_OP.get(st.act.kind, st.act.kind)} '{st.node}' fused into {prev.op} '{prev.node}'")
-    g.finish()
+    return g.finish()
 
 
-def fuse_residual_adds(prog: P.Program) -> None:
+def fuse_residual_adds(prog: P.Program) -> int:
     """conv(x) + other joins the convolution's epilogue as its residual when `other` exists before the convolution
     runs (made by an earlier step, or an input) and has the sum's shape. Of two convolutions added together, only
     the later one can take the earlier one's output (IResNet's downsample branch)."""
@@ -135,10 +139,10 @@ def fuse_residual_adds(prog: P.Program) -> None:
             conv.residual = other
             g.merge(st, conv, f"Add '{st.node}' fused into Conv '{conv.node}' as a residual")
             break
-    g.finish()
+    return g.finish()
 
 
-def fold_pads(prog: P.Program) -> None:
+def fold_pads(prog: P.Program) -> int:
     """Zero padding of H and W only (an explicit Pad, as TF-style exports emit for stride-2 layers) right before a
     convolution goes into the convolution's own pads."""
     g = _Steps(prog)
@@ -155,16 +159,24 @@ def fold_pads(prog: P.Program) -> None:
         st.x = pad.x
         g.gone.add(id(pad))
         prog.folded.append(f"Pad '{pad.node}' folded into Conv '{st.node}'")
-    g.finish()
+    return g.finish()
 
 
 PASSES = (fold_pads, fold_batchnorm, fuse_activations, fuse_residual_adds, fuse_activations)
 
 
 def run(prog: P.Program, memo: dict | None = None) -> None:
-    """Every pass, in order (lifetimes are assigned afterwards); `memo`: the model's, for fold_batchnorm."""
-    for fusion in PASSES:
-        if fusion is fold_batchnorm:
-            fusion(prog, memo)
-        else:
-            fusion(prog)
+    """PASSES in order (lifetimes are assigned afterwards); `memo`: the model's, for fold_batchnorm.
+
+    A pass is skipped when the program has none of the steps it merges (the who-reads-what tables it would build cost
+    more than the merging, for every new input size). The second activation pass only finds activations after a
+    fused residual add: after a residual pass that merged nothing it would find nothing the first did not."""
+    kinds = {type(s) for s in prog.steps}  # no pass makes a step of a new type
+    if P.Pad in kinds:
+        fold_pads(prog)
+    if P.Affine in kinds:
+        fold_batchnorm(prog, memo)
+    if P.Unary in kinds:
+        fuse_activations(prog)
+    if P.Binary in kinds and fuse_residual_adds(prog) and P.Unary in kinds:
+        fuse_activations(prog)
