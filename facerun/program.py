@@ -388,16 +388,16 @@ class Program:
 
     def assign_lifetimes(self) -> None:
         """Set each step's `frees`: storages that no later step and no output reads. Inputs are freed too."""
-        keep = {self.storage(v) for _, v in self.outputs}
+        values = self.values
+        keep = {values[v].base for _, v in self.outputs}
         last: dict[int, int] = {}
         for i, s in enumerate(self.steps):
-            for v in s.reads:
-                last[self.storage(v)] = i
-        for s in self.steps:
             s.frees = ()
+            for v in s.reads:
+                last[values[v].base] = i
         by_step: dict[int, list[int]] = {}
         for storage, i in last.items():
-            if storage in keep or self.values[storage].kind == "const":
+            if storage in keep or values[storage].kind == "const":
                 continue
             by_step.setdefault(i, []).append(storage)
         for i, frees in by_step.items():

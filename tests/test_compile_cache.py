@@ -124,3 +124,18 @@ def test_a_program_keeps_its_own_constants_when_the_model_arrays_change():
     want = describe_program(again.program((2, 3, 112, 112)))
     got = describe_program(net.program((2, 3, 112, 112)))
     assert got == want
+
+
+def test_an_input_a_kept_layer_cannot_take_is_refused_as_from_scratch():
+    """A convolution compiled before skips its weight checks, not its input's: the same error, word for word."""
+    from facerun.onnx.compile import compile_model
+
+    model = facerun.load("sface-arch-small").model
+    name = model.inputs[0][0]
+    compile_model(model, {name: (1, 3, 112, 112)})
+    with pytest.raises(facerun.InputError) as kept:
+        compile_model(model, {name: (1, 4, 112, 112)})
+    with pytest.raises(facerun.InputError) as fresh:
+        compile_model(facerun.load("sface-arch-small").model, {name: (1, 4, 112, 112)})
+    assert str(kept.value) == str(fresh.value)
+    assert "expects 3 input channels, got 4" in str(kept.value)

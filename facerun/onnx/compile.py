@@ -186,16 +186,24 @@ class Compiler:
 
     def derived(self, role: str, sources: tuple, make):
         """make()'s result for this node, kept with the model and given again while `sources` (the constant arrays
-        and attribute values it is made from) are the same objects: a node's weights are worked out once, not once
-        per input size, and every size's program holds the same arrays. make() must read nothing else."""
-        key = (role, id(self.node))
-        hit = self._memo.get(key)
+        it is made from) are the same objects: a node's weights are worked out once, not once per input size, and
+        every size's program holds the same arrays. make() must read nothing else but the node's attributes."""
+        hit = self.kept(role, sources)
+        if hit is None:
+            hit = make()
+            self.keep(role, sources, hit)
+        return hit
+
+    def kept(self, role: str, sources: tuple):
+        """What keep(role, sources, ...) kept for this node from the same `sources` objects, else None."""
+        hit = self._memo.get((role, id(self.node)))
         if hit is not None and hit[0] is self.node and len(hit[1]) == len(sources) and all(
                 a is b for a, b in zip(hit[1], sources)):
             return hit[2]
-        made = make()
-        self._memo[key] = (self.node, sources, made)
-        return made
+        return None
+
+    def keep(self, role: str, sources: tuple, value) -> None:
+        self._memo[(role, id(self.node))] = (self.node, sources, value)
 
     def const(self, t: Operand | None, what: str) -> np.ndarray | None:
         """A constant input's array (None for an omitted input); a computed one is refused."""

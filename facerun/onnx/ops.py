@@ -87,6 +87,23 @@ def _onnx_dtype(ctx, to: int):
 @op
 def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     w_data = ctx.const(w, "weight")
+    # a layer compiled before (for another input size) passed every check of its weights and attributes: only the
+    # checks of the input remain, in the same order
+    layer = ctx.kept("layer", (w_data, None if b is None else b.data))
+    if layer is None or len(x.shape) != 4 or (b is not None and not b.is_const):
+        return _conv_layer(ctx, x, w_data, b, auto_pad, dilations, group, kernel_shape, pads, strides)
+    weight, bias, group, stride, dil, fixed_pads = layer
+    n, c, h, wd = x.shape
+    cout, cg, kh, kw = weight.shape
+    if c != cg * group:
+        ctx.bad_input(f"expects {cg * group} input channels, got {c}")
+    pad = fixed_pads or S.pads(ctx, auto_pad, pads, (h, wd), (kh, kw), stride, dil)
+    oh, ow = S.window_output(ctx, (h, wd), (kh, kw), stride, dil, pad)
+    return ctx.emit(P.Conv(0, ctx.name, ctx.vid(x), weight, bias, group, stride, dil, pad), (n, cout, oh, ow))
+
+
+def _conv_layer(ctx, x, w_data, b, auto_pad, dilations, group, kernel_shape, pads, strides):
+    """Conv with every check, keeping what it finds about the layer (weights, groups, window) for later sizes."""
     # the model's own arrays, not copies: nothing changes a step's weights in place (the passes make new ones), and
     # the programs of every input size then hold the same arrays (program.ParameterPool)
     weight = ctx.derived("weight", (w_data,), lambda: np.ascontiguousarray(np.asarray(w_data, dtype=np.float32)))
@@ -108,6 +125,8 @@ def Conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     if b is not None:
         b_data = ctx.const(b, "bias")
         bias = ctx.derived("bias", (b_data,), lambda: np.asarray(b_data, np.float32).reshape(-1))
+    fixed_pads = None if auto_pad in ("SAME_UPPER", "SAME_LOWER") else pad  # SAME pads follow the input's size
+    ctx.keep("layer", (w_data, None if b is None else b.data), (weight, bias, group, stride, dil, fixed_pads))
     return ctx.emit(P.Conv(0, ctx.name, ctx.vid(x), weight, bias, group, stride, dil, pad), (n, cout, oh, ow))
 
 
