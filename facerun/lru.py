@@ -64,6 +64,9 @@ class LruCache:
         return list(self._entries)
 
 
+_PLAIN = frozenset((int, float, bool, str, tuple, type(None)))  # field types that hold no array
+
+
 def program_bytes(prog) -> int:
     """Host memory a compiled step program holds: its constants and the arrays its steps carry (weights in their
     packed layouts), each array counted once."""
@@ -73,6 +76,8 @@ def program_bytes(prog) -> int:
             seen[id(v.data)] = v.data.nbytes
     for st in prog.steps:
         for item in vars(st).values():
+            if type(item) in _PLAIN:  # most of a step's fields: value ids, node names, windows
+                continue
             if isinstance(item, np.ndarray):
                 seen[id(item)] = item.nbytes
             elif hasattr(item, "slope") and isinstance(item.slope, np.ndarray):

@@ -212,3 +212,28 @@ def test_concurrent_runs_share_a_model(gpu_model):
         t.join()
     for want, got in zip(wants, results):
         assert disagreement(want, got) is None
+
+
+def test_arena_headroom_stops_at_the_largest_binding():
+    """A slot buffer grows with headroom, but never past what a bind group can bind whole (a value near the device's
+    largest binding used to grow past it, and the program's bind groups then failed to make)."""
+    from facerun.gpu.arena import Arena
+
+    class Buffer:
+        def __init__(self, size):
+            self.size = size
+
+    class Device:
+        limits = Limits(max_binding=1 << 20)
+
+        class device:
+            @staticmethod
+            def create_buffer(label, size, usage):
+                return Buffer(size)
+
+    arena = Arena(Device())
+    arena.fit([900 << 10], 256, 16)
+    arena.fit([1000 << 10], 256, 16)  # 1.25x headroom would be 1.2 MiB
+    assert arena.buffers[0].size == 1 << 20
+    arena.fit([600 << 10, 800 << 10], 256, 16)  # a new slot, and room in the grown one
+    assert [b.size for b in arena.buffers] == [1 << 20, 800 << 10]

@@ -45,16 +45,22 @@ class Arena:
         dev = self.dev.device
         grown = False
 
-        def bigger(need: int, old) -> int | None:
+        def bigger(need: int, old, most: int | None = None) -> int | None:
             if old is not None and old.size >= need:
                 return None
             size = need if old is None else max(need, int(old.size * GROWTH))
-            return -(-size // 256) * 256
+            size = -(-size // 256) * 256
+            if most is not None and size > most:  # the headroom stops at what can be bound
+                size = max(need, most - most % 16)
+            return size
 
+        # a slot is bound whole, so its headroom must not take it past the device's largest binding (the lowering
+        # keeps every value and split-K scratch within it)
+        most = getattr(getattr(self.dev, "limits", None), "max_binding", None)
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         for i, need in enumerate(slot_sizes):
             old = self.buffers[i] if i < len(self.buffers) else None
-            size = bigger(need, old)
+            size = bigger(need, old, most)
             if size is None:
                 continue
             buf = dev.create_buffer(label=f"facerun value {i}", size=size, usage=usage)
