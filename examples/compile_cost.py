@@ -26,7 +26,7 @@ from pathlib import Path
 import facerun
 from facerun.gpu.lower import lower
 from facerun.gpu.model import _no_consts
-from facerun.gpu.plan import Limits
+from facerun.gpu.plan import Limits, plan_conv
 
 YUNET = "face_detection_yunet_2023mar.onnx"
 
@@ -77,6 +77,7 @@ def sweep(model: str, gpu: bool) -> dict:
         # the pipelines of every size, made ahead as a library run does (on a side thread, outside the GIL)
         planned = [d.kernel for shape in sizes for d in gm.planned(facerun.load(model).program(shape))]
         gm.dev.pipelines(planned)
+        plan_conv.cache_clear()  # planning them ahead must not plan the timed sizes' layers
     program, lowered, compiled = [], [], []
     for shape in sizes[:-1]:
         t, prog = ms(net.program, shape)

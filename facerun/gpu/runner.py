@@ -92,7 +92,9 @@ class GpuProgram:
         self.params = b"".join(d.params.ljust(slot, b"\0") for d in self.dispatches) if self.dispatches else bytes(slot)
         self.pipes = self.dev.pipelines([d.kernel for d in self.dispatches])
         self.raw = _raw_pass_calls()
-        if any(isinstance(r, Transient) for d in self.dispatches for r in d.reads):
+        # dispatches reading weights uploaded per run (past the residency budget) get their bind groups per run
+        self._transient = [any(isinstance(r, Transient) for r in d.reads) for d in self.dispatches]
+        if any(self._transient):
             self.raw = None  # per-run bind groups: the plain path
         self._generation = None
         with self.lock:
@@ -108,8 +110,7 @@ class GpuProgram:
         self._generation = self.arena.generation
         self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
         self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
-        for i, (d, pipe) in enumerate(zip(self.dispatches, self.pipes)):
-            transient = any(type(r) is Transient for r in d.reads)
+        for i, (d, pipe, transient) in enumerate(zip(self.dispatches, self.pipes, self._transient)):
             self.recorded.append((pipe, None if transient else self._shared_group(i, d), d.groups, i))
         # the native handles, for the raw path (the Python objects above keep them alive)
         self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
