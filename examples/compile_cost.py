@@ -1,6 +1,6 @@
 """What a new input size costs to compile, in milliseconds (median over the sizes), for a photo library's models.
 
-    python examples/compile_cost.py [MODEL...] [--gpu] [--repeat 3]
+    python examples/compile_cost.py [MODEL...] [--gpu] [--repeat 3] [--no-gc]
 
 (1) program: `Net.program(shape)`, the ONNX graph compiled to a step program for a size it has not seen.
 (2) lower: `facerun.gpu.lower.lower`, that program turned into GPU dispatches (no device needed; constants not made).
@@ -12,12 +12,14 @@ runs at width 1024 and heights 320..1248 in steps of 32 (30 sizes); an embedder 
 is compiled first and left out (the model's one-off work: batch norms folded, parameter pool filled, the GPU's
 buffers grown), and with --gpu the pipelines of every size are made before (a library run makes them ahead, on a
 side thread). Times are the compiling thread's CPU time; each sweep loads the model afresh, and the best of
---repeat sweeps' medians is shown.
+--repeat sweeps' medians is shown. --no-gc turns the garbage collector off while timing: steadier figures on a busy
+machine, without the collections a long run would share out over its compiles.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import time
@@ -97,7 +99,10 @@ def main() -> None:
     ap.add_argument("models", nargs="*")
     ap.add_argument("--gpu", action="store_true", help="also time GpuModel.compile on the first adapter")
     ap.add_argument("--repeat", type=int, default=3, help="sweeps over the sizes; the best median is shown")
+    ap.add_argument("--no-gc", action="store_true", help="the garbage collector off while timing")
     args = ap.parse_args()
+    if args.no_gc:
+        gc.disable()
     rows = [measure(m, args.gpu, args.repeat) for m in args.models or default_models()]
     head = f"{'model':32} {'sizes':>5} {'steps':>5} {'(1) program':>12} {'(2) lower':>10}"
     print(head + (f" {'(2b) gpu':>9}" if args.gpu else ""))

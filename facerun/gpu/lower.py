@@ -94,16 +94,17 @@ def fusions(prog: P.Program) -> dict[int, Fusion]:
     residual whose output only one step reads, and is no program output, takes that step when it is a Unary
     (elementwise, not PReLU: its channels may be reshaped) and the convolution has no activation of its own, or a
     Copy transposing its output to NHWC (every convolution kernel writes either layout)."""
+    values = prog.values
     readers: dict[int, list[P.Step]] = {}
     for st in prog.steps:
-        for v in set(prog.storage(r) for r in st.reads):
+        for v in {values[r].base for r in st.reads}:
             readers.setdefault(v, []).append(st)
-    outputs = {prog.storage(v) for _, v in prog.outputs}
+    outputs = {values[v].base for _, v in prog.outputs}
     found: dict[int, Fusion] = {}
     for st in prog.steps:
-        if not isinstance(st, P.Conv) or st.residual is not None:
+        if type(st) is not P.Conv or st.residual is not None:
             continue
-        storage = prog.storage(st.out)
+        storage = values[st.out].base
         rs = readers.get(storage, [])
         if storage in outputs or len(rs) != 1:
             continue
