@@ -47,8 +47,8 @@ def sizes_of(net) -> list[tuple[int, ...]]:
 
 
 def ms(fn, *args) -> tuple[float, object]:
-    """fn's result and the milliseconds of CPU this thread spent on it (steady on a busy machine, unlike the wall
-    clock; compiling is pure Python on one thread, so the two agree on an idle one)."""
+    """(the milliseconds of CPU this thread spent on fn(*args), its result): steady on a busy machine, unlike the
+    wall clock; compiling is pure Python on one thread, so the two agree on an idle one."""
     t = time.thread_time()
     out = fn(*args)
     return (time.thread_time() - t) * 1e3, out
@@ -77,7 +77,8 @@ def sweep(model: str, gpu: bool) -> dict:
         gm = GpuModel()
         gm.compile(warm)
         # the pipelines of every size, made ahead as a library run does (on a side thread, outside the GIL)
-        planned = [d.kernel for shape in sizes for d in gm.planned(facerun.load(model).program(shape))]
+        ahead = facerun.load(model)  # a load of its own: the timed net compiles each size for the first time
+        planned = [d.kernel for shape in sizes for d in gm.planned(ahead.program(shape))]
         gm.dev.pipelines(planned)
         plan_conv.cache_clear()  # planning them ahead must not plan the timed sizes' layers
     program, lowered, compiled = [], [], []

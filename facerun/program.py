@@ -430,11 +430,13 @@ POOL_ENTRIES = 4096  # constants whose shape follows the input's get a key per s
 class ParameterPool:
     """One model's parameter arrays, shared by the programs of all its input sizes.
 
-    Every compile of a model makes its weights afresh (batch norms folded into copies), though they come out the
-    same for any input size. `share(prog)` swaps each of a new program's parameter arrays (and prelu activations) for
-    an equal one an earlier program holds, compared in full, so the programs of a photo library's hundreds of sizes
-    hold one copy, and the runtimes can keep what they derive from a weight (packed, uploaded, transformed) by the
-    array's identity instead of hashing its contents again."""
+    The compiler already hands out the model's own weight arrays for every size where it can (what it derives from
+    the constants alone is kept with the model); the arrays it makes afresh for a size (constants whose values it
+    computes, any weight made anew) come out equal for any size. `share(prog)` swaps each of a new program's
+    parameter arrays (and prelu activations) for an equal one an earlier program holds (the same object, or equal
+    compared in full), so the programs of a photo library's hundreds of sizes hold one copy, and the runtimes can
+    keep what they derive from a weight (packed, uploaded, transformed) by the array's identity instead of hashing
+    its contents again."""
 
     def __init__(self):
         self._arrays: dict[tuple, np.ndarray] = {}

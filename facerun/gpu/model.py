@@ -190,12 +190,10 @@ class _NoConsts:
 _no_consts = _NoConsts()
 
 
-def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm, batch: int | None = None) -> P.Program:
-    """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog`, or with
-    their leading (batch) dimension set to `batch` (inputs "x" and, with a residual, "residual"; output "y")."""
+def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm) -> P.Program:
+    """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog` (inputs "x"
+    and, with a residual, "residual"; output "y")."""
     xshape, yshape = prog.values[step.x].shape, prog.values[step.out].shape
-    if batch is not None:
-        xshape, yshape = (batch,) + tuple(xshape[1:]), (batch,) + tuple(yshape[1:])
     values = [P.Value(0, "x", tuple(xshape), "input", 0)]
     inputs = [("x", 0)]
     res = None

@@ -7,9 +7,8 @@ folded in, so a batch of 16 faces makes one large GEMM) and K = input channels p
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 # Threads of the one-thread-per-value kernels (elementwise, copy, pools, direct convolution, reduce).
 FLAT = 256
@@ -245,7 +244,7 @@ def fits(tile: Tile, limits: Limits) -> bool:
     return tile.threads <= limits.max_invocations and tile.shared_bytes <= limits.max_workgroup_storage
 
 
-@functools.lru_cache(maxsize=8192)  # a pure function, asked again for every layer of every new input size
+@lru_cache(maxsize=8192)  # a pure function, asked again for every layer of every new input size
 def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None = None,
               force_tile: str | None = None) -> ConvPlan:
     """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` are for tests and tuning."""

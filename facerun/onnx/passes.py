@@ -5,7 +5,7 @@ input, when that layer's output is read by nothing else (no other step, no view 
 The merged layer then writes the later step's value, so everything downstream reads what it read before; the step
 goes. Each fusion is listed in `Program.folded`.
 
-The order in `PASSES` keeps what can be merged the same as merging greedily in graph order: batch norms first, then
+The order in `run` keeps what can be merged the same as merging greedily in graph order: batch norms first, then
 activations, then residual adds, then the activations that follow a residual add (act(conv + residual)).
 """
 
@@ -162,11 +162,8 @@ def fold_pads(prog: P.Program) -> int:
     return g.finish()
 
 
-PASSES = (fold_pads, fold_batchnorm, fuse_activations, fuse_residual_adds, fuse_activations)
-
-
 def run(prog: P.Program, memo: dict | None = None) -> None:
-    """PASSES in order (lifetimes are assigned afterwards); `memo`: the model's, for fold_batchnorm.
+    """Every pass, in order (lifetimes are assigned afterwards); `memo`: the model's, for fold_batchnorm.
 
     A pass is skipped when the program has none of the steps it merges (the who-reads-what tables it would build cost
     more than the merging, for every new input size). The second activation pass only finds activations after a
