@@ -34,6 +34,23 @@ def test_the_devices_layout_is_the_cpus_blob(yunet_gpu, hw):
     assert all(np.array_equal(got[name], want[name]) for name in want)
 
 
+@pytest.mark.parametrize("hw", [(97, 131), (64, 33), (1, 1)])
+def test_four_byte_pixels_lay_out_as_the_three_byte_ones(yunet_gpu, hw):
+    # images.load_photo's layout: R, G, B and a byte the kernel must not read (filled with noise here)
+    rgbx = np.random.default_rng(hw[1]).integers(0, 256, hw + (4,), dtype=np.uint8)
+    rgb = np.ascontiguousarray(rgbx[:, :, :3])
+    blob = make_blob(rgb)
+    assert np.array_equal(make_blob(rgbx), blob)
+    gp = _compiled(yunet_gpu, blob.shape)
+    want = gp.run({"input": blob})
+    for got in (gp.run_image(rgbx), gp.run_image(rgb)):
+        assert all(np.array_equal(got[name], want[name]) for name in want)
+    flipped = gp.run_image(rgbx, bgr=False)
+    as_is = gp.run({"input": np.pad(rgb.transpose(2, 0, 1)[None].astype(np.float32),
+                                    [(0, 0), (0, 0), (0, blob.shape[2] - hw[0]), (0, blob.shape[3] - hw[1])])})
+    assert all(np.array_equal(flipped[name], as_is[name]) for name in as_is)
+
+
 def test_a_growing_and_shrinking_photo_buffer(yunet_gpu):
     rng = np.random.default_rng(7)
     # a small photo, then one needing a larger bytes buffer, then small again: each laid out right
@@ -51,7 +68,7 @@ def test_rgb_order_and_bad_images(yunet_gpu):
     as_is = gp.run({"input": rgb.transpose(2, 0, 1)[None].astype(np.float32)})
     got = gp.run_image(rgb, bgr=False)
     assert all(np.array_equal(got[name], as_is[name]) for name in as_is)
-    with pytest.raises(GpuError, match="at most 64x64x3 uint8"):
+    with pytest.raises(GpuError, match=r"at most 64x64x3 \(or x4\) uint8"):
         gp.run_image(np.zeros((65, 64, 3), np.uint8))
     with pytest.raises(GpuError, match="uint8"):
         gp.run_image(rgb.astype(np.float32))

@@ -105,17 +105,36 @@ class Detector:
 
     # The three stages of `detect`, apart so a library run can overlap them (decode and prepare on worker threads,
     # the network on the device, faces_from on another thread) and still give exactly what `detect` gives.
-    def prepare(self, rgb: np.ndarray) -> Prepared:
-        """Shrink to max_side (YuNet) and lay out the network's input: CPU work, no model."""
-        rgb = _checked_rgb(rgb)
+    def prepare(self, rgb: np.ndarray, shrunk: np.ndarray | None = None) -> Prepared:
+        """Shrink to max_side (YuNet) and lay out the network's input: CPU work, no model.
+
+        rgb may also be h x w x 4 (R, G, B and an unused byte, as images.load_photo gives), and `shrunk` the photo
+        already shrunk to `fit_size` (load_photo does it from Pillow's image, without another copy)."""
+        pixels = _checked_pixels(rgb)
+        height, width = pixels.shape[:2]
         scale_x = scale_y = 1.0
         if self.family.follows_image:
-            rgb, scale_x, scale_y = yunet.fit_max_side(rgb, self.max_side)
-        if self._photos_on_gpu():  # the photo goes up as its bytes; the device makes the blob
-            shape, frame = self.family.layout(rgb)
-            return Prepared(None, frame, scale_x, scale_y, image=rgb, shape=shape)
-        blob, frame = self.family.prepare(rgb)
+            if shrunk is not None:
+                pixels = _checked_pixels(shrunk)
+                if self.fit_size(width, height) != (pixels.shape[1], pixels.shape[0]):
+                    raise InputError(f"a {width}x{height} photo shrinks to {self.fit_size(width, height)}, "
+                                     f"not {pixels.shape[1]}x{pixels.shape[0]}")
+                scale_x, scale_y = pixels.shape[1] / width, pixels.shape[0] / height
+            else:
+                pixels, scale_x, scale_y = yunet.fit_max_side(pixels, self.max_side)
+        if self._photos_on_gpu():  # the photo goes up as its bytes (three or four a pixel); the device makes the blob
+            shape, frame = self.family.layout(pixels)
+            return Prepared(None, frame, scale_x, scale_y, image=pixels, shape=shape)
+        rgb = pixels[:, :, :3]  # YuNet's make_blob reads a view; the families that resize want it contiguous
+        blob, frame = self.family.prepare(rgb if self.family.follows_image else np.ascontiguousarray(rgb))
         return Prepared(blob, frame, scale_x, scale_y, shape=tuple(blob.shape))
+
+    def fit_size(self, width: int, height: int) -> tuple[int, int] | None:
+        """The (width, height) a photo of this size is shrunk to before the network (YuNet past max_side), or
+        None: it goes in as it is (other families resize every photo into their fixed input themselves)."""
+        if not self.family.follows_image:
+            return None
+        return yunet.shrunk_size(width, height, self.max_side)
 
     def _photos_on_gpu(self) -> bool:
         gpu = getattr(self.net, "gpu", None)
@@ -173,6 +192,14 @@ def _checked_rgb(image) -> np.ndarray:
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise InputError(f"empty image {list(array.shape)}")
     return array
+
+
+def _checked_pixels(image) -> np.ndarray:
+    """An HxWx3 RGB or HxWx4 (RGB and an unused byte) uint8 image."""
+    array = np.asarray(image)
+    if array.ndim == 3 and array.shape[2] == 4 and array.dtype == np.uint8 and array.shape[0] and array.shape[1]:
+        return array
+    return _checked_rgb(array)
 
 
 def _card(model):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,37 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
 
 def load_image(path: str | Path) -> np.ndarray:
     """Decode `path` into an HxWx3 uint8 RGB array (EXIF orientation applied, alpha dropped, 16-bit scaled to 8)."""
+    path = _checked_path(path)
+    return decode_image(path, path)
+
+
+def decode_image(source, label) -> np.ndarray:
+    """`load_image` of a path or an open binary file (bytes read from object storage: `io.BytesIO(data)`);
+    `label` names it in the messages."""
+    with _opened(source, label) as image:
+        return _to_rgb8(image)
+
+
+def load_photo(path: str | Path, fit: Callable[[int, int], tuple[int, int] | None] | None = None
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+    """`load_image` for a library run: the photo as an h x w x 4 uint8 array (R, G, B and an unused byte a pixel)
+    and, where `fit(width, height)` gives a new (width, height), the photo shrunk to it the way yunet.fit_max_side
+    shrinks (Pillow's bilinear), in the same layout; else None. `[:, :, :3]` is exactly `load_image`'s pixels.
+
+    Four bytes a pixel is Pillow's own layout, so the pixels are copied out in C (a few hundredths of a ms per
+    megapixel) instead of through numpy's asarray, a Python loop over the bytes that holds the GIL for about 1 ms
+    per megapixel: with several photos decoding at once, that loop is what kept the network thread waiting."""
+    path = _checked_path(path)
+    with _opened(path, path) as image:
+        rgb = _to_rgb_image(image)
+        size = fit(*rgb.size) if fit is not None else None
+        shrunk = None
+        if size is not None and tuple(size) != rgb.size:
+            shrunk = _pixels4(rgb.resize(tuple(size), Image.Resampling.BILINEAR))
+        return _pixels4(rgb), shrunk
+
+
+def _checked_path(path) -> Path:
     path = Path(path)
     if not path.exists():
         raise ImageError(f"{path}: no such file")
@@ -27,12 +60,12 @@ def load_image(path: str | Path) -> np.ndarray:
         raise ImageError(f"{path}: is a directory, not an image")
     if not path.is_file():  # reading a FIFO would wait for a writer forever, a device may never end
         raise ImageError(f"{path}: not a regular file (a FIFO, a device or a socket), not an image")
-    return decode_image(path, path)
+    return path
 
 
-def decode_image(source, label) -> np.ndarray:
-    """`load_image` of a path or an open binary file (bytes read from object storage: `io.BytesIO(data)`);
-    `label` names it in the messages."""
+@contextmanager
+def _opened(source, label) -> Iterator[Image.Image]:
+    """The decoded photo (EXIF orientation applied) as a Pillow image, every failure an ImageError naming `label`."""
     from .. import limits
 
     limit = limits.max_pixels()
@@ -47,7 +80,7 @@ def decode_image(source, label) -> np.ndarray:
                 _check_size(label, image)  # from the header, before the pixels are decoded
                 image.load()  # decode now, so a truncated file fails here and not later
                 ImageOps.exif_transpose(image, in_place=True)  # no copy of a photo that needs no turning
-                return _to_rgb8(image)
+                yield image
     except UnidentifiedImageError:
         raise ImageError(f"{label}: not an image (or not a format Pillow reads)") from None
     except Image.DecompressionBombError as e:
@@ -71,18 +104,46 @@ def _check_size(path, image: Image.Image) -> None:
 
 
 def _to_rgb8(image: Image.Image) -> np.ndarray:
-    if image.mode.startswith("I;16") or image.mode in ("I", "F"):
-        # 16-bit (or 32-bit) grayscale: Pillow's convert("RGB") would clip at 255, so keep the high byte, as
-        # OpenCV's imread does when it turns 16-bit into 8-bit (Pillow does the same for 16-bit RGB PNGs).
-        gray = np.asarray(image)
-        if image.mode.startswith("I;16") or gray.max(initial=0) > 255:
-            gray = np.clip(gray, 0, 65535).astype(np.uint32) >> 8
-        gray = np.clip(gray, 0, 255).astype(np.uint8)
-        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+    if _is_wide(image):
+        return _wide_to_rgb8(image)
     # convert("RGB") drops alpha (no compositing), expands palettes and grayscale, and converts CMYK/YCbCr; an RGB
     # photo (most JPEGs) is read as it is, without that copy
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
+
+
+def _is_wide(image: Image.Image) -> bool:
+    return image.mode.startswith("I;16") or image.mode in ("I", "F")
+
+
+def _wide_to_rgb8(image: Image.Image) -> np.ndarray:
+    # 16-bit (or 32-bit) grayscale: Pillow's convert("RGB") would clip at 255, so keep the high byte, as OpenCV's
+    # imread does when it turns 16-bit into 8-bit (Pillow does the same for 16-bit RGB PNGs).
+    gray = np.asarray(image)
+    if image.mode.startswith("I;16") or gray.max(initial=0) > 255:
+        gray = np.clip(gray, 0, 65535).astype(np.uint32) >> 8
+    gray = np.clip(gray, 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+
+
+def _to_rgb_image(image: Image.Image) -> Image.Image:
+    """The photo as a Pillow RGB image holding `_to_rgb8`'s very pixels."""
+    if _is_wide(image):
+        return Image.fromarray(_wide_to_rgb8(image))
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def _pixels4(rgb: Image.Image) -> np.ndarray:
+    """An RGB Pillow image's pixels as h x w x 4 uint8: Pillow stores RGB four bytes a pixel, so a paste into an
+    RGBX image over a numpy buffer is one copy in C."""
+    width, height = rgb.size
+    out = np.empty((height, width, 4), np.uint8)
+    try:
+        target = Image.frombuffer("RGBX", (width, height), out, "raw", "RGBX", 0, 1)
+        target.im.paste(rgb.im, (0, 0, width, height))
+    except (AttributeError, TypeError, ValueError):  # a Pillow without this core: the same pixels, the slow way
+        out[:, :, :3] = np.asarray(rgb)
+    return out
 
 
 def iter_images(paths) -> list[Path]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageError, InputError
-from .images import load_image
+from .images import load_photo
 
 STAGES = ("decode", "compile", "detect", "post", "align", "embed")
 
@@ -107,11 +107,11 @@ def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
     try:
-        rgb = load_image(path)
+        pixels, shrunk = load_photo(path, getattr(detector, "fit_size", None))
     except (ImageError, InputError) as e:
         photo.result.error = str(e)
         return photo
-    _prepare(photo, rgb, detector)
+    _prepare(photo, pixels, detector, shrunk)
     decoded = time.perf_counter()
     stats.add("decode", decoded - start)
     if photo.prepared is not None and hasattr(detector, "precompile"):
@@ -120,13 +120,16 @@ def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
     return photo
 
 
-def _prepare(photo: _Photo, rgb: np.ndarray, detector) -> None:
-    """The decoded photo's size, and the detector's input laid out (CPU work, no model)."""
-    photo.result.height, photo.result.width = int(rgb.shape[0]), int(rgb.shape[1])
-    photo.rgb = rgb
+def _prepare(photo: _Photo, pixels: np.ndarray, detector, shrunk: np.ndarray | None = None) -> None:
+    """The decoded photo's size, and the detector's input laid out (CPU work, no model). `pixels` is HxWx3 RGB, or
+    HxWx4 from load_photo (the detector takes that layout as it is; the rest of the run sees its RGB view)."""
+    photo.result.height, photo.result.width = int(pixels.shape[0]), int(pixels.shape[1])
+    photo.rgb = pixels[:, :, :3]
     if hasattr(detector, "prepare"):
-        photo.prepared = detector.prepare(rgb)
+        photo.prepared = detector.prepare(pixels, shrunk) if shrunk is not None else detector.prepare(pixels)
         photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
+    elif pixels.shape[2] != 3:
+        photo.rgb = np.ascontiguousarray(photo.rgb)
 
 
 def _detect(photo: _Photo, detector, stats: LibraryStats) -> None:
@@ -154,7 +157,7 @@ def _post(photo: _Photo, detector, embedder, all_faces: bool, keep_images: bool,
         photo.crops = [embedder.align(photo.rgb, face.landmarks) for face in photo.result.faces]
         stats.add("align", time.perf_counter() - middle)
     if keep_images:
-        photo.result.image = photo.rgb
+        photo.result.image = np.ascontiguousarray(photo.rgb)  # HxWx3 on its own, not a view of the decoded pixels
     photo.rgb = None  # the decoded photo goes once its faces are cropped
     return photo
 

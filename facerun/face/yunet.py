@@ -58,7 +58,8 @@ def padded_size(height: int, width: int) -> tuple[int, int]:
 
 
 def make_blob(rgb: np.ndarray) -> np.ndarray:
-    """HxWx3 uint8 RGB -> 1x3xHpxWp float32 BGR, raw 0..255, zero-padded at the bottom and right.
+    """HxWx3 uint8 RGB -> 1x3xHpxWp float32 BGR, raw 0..255, zero-padded at the bottom and right (HxWx4: the
+    fourth byte, unused, is left out).
 
     That is `dnn::blobFromImage(copyMakeBorder(bgr, 0, bottom, 0, right, BORDER_CONSTANT, 0))` with its default
     arguments: no mean, no scale, no channel swap (the image is already BGR on OpenCV's side).
@@ -66,8 +67,16 @@ def make_blob(rgb: np.ndarray) -> np.ndarray:
     height, width = rgb.shape[:2]
     pad_h, pad_w = padded_size(height, width)
     blob = np.zeros((1, 3, pad_h, pad_w), dtype=np.float32)
-    blob[0, :, :height, :width] = rgb[:, :, ::-1].transpose(2, 0, 1)
+    blob[0, :, :height, :width] = rgb[:, :, 2::-1].transpose(2, 0, 1)
     return blob
+
+
+def shrunk_size(width: int, height: int, max_side: int) -> tuple[int, int] | None:
+    """The (width, height) fit_max_side shrinks a photo of this size to, or None when it stays as it is."""
+    if not max_side or max(height, width) <= max_side:
+        return None
+    factor = max_side / max(height, width)
+    return max(1, round(width * factor)), max(1, round(height * factor))
 
 
 def fit_max_side(rgb: np.ndarray, max_side: int) -> tuple[np.ndarray, float, float]:
@@ -77,12 +86,11 @@ def fit_max_side(rgb: np.ndarray, max_side: int) -> tuple[np.ndarray, float, flo
     The scales are per axis (new/old) because rounding the new size makes them differ slightly.
     """
     height, width = rgb.shape[:2]
-    if not max_side or max(height, width) <= max_side:
+    size = shrunk_size(width, height, max_side)
+    if size is None:
         return rgb, 1.0, 1.0
-    factor = max_side / max(height, width)
-    new_w, new_h = max(1, round(width * factor)), max(1, round(height * factor))
-    resized = Image.fromarray(rgb).resize((new_w, new_h), Image.Resampling.BILINEAR)
-    return np.asarray(resized), new_w / width, new_h / height
+    resized = Image.fromarray(np.ascontiguousarray(rgb)).resize(size, Image.Resampling.BILINEAR)
+    return np.asarray(resized), size[0] / width, size[1] / height
 
 
 # --------------------------------------------------------------------------------------------------- decoding

@@ -275,22 +275,25 @@ class GpuProgram:
         return self._unpack(flat)
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True) -> dict[str, np.ndarray]:
-        """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width) goes up as its
-        bytes and is laid out on the device as the input, channels first, as floats, reversed to BGR when `bgr`,
-        zero-padded at the bottom and right: exactly yunet.make_blob's blob, for a quarter of the upload and none of
-        the CPU work. For programs of one 1 x 3 x H x W input."""
+        """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
+        R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
+        device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
+        right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
+        programs of one 1 x 3 x H x W input."""
         (_, slot, v), = self.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
             raise GpuError(f"run_image takes a program of a 1x3xHxW input, not {list(v.shape)}")
         ph, pw = v.shape[2:]
-        if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.shape[0] > ph or rgb.shape[1] > pw:
-            raise GpuError(f"run_image takes an image of at most {ph}x{pw}x3 uint8, not {list(rgb.shape)} {rgb.dtype}")
-        h, w = rgb.shape[:2]
+        if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
+                or rgb.shape[1] > pw):
+            raise GpuError(f"run_image takes an image of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)} "
+                           f"{rgb.dtype}")
+        h, w, pixel = rgb.shape
         data = np.ascontiguousarray(rgb).reshape(-1)
         whole = data.size - data.size % 4
         kernel = K.IMAGE
         gx, gy, row = flat_grid(3 * ph * pw, self.dev.limits)
-        params = kernel.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr))
+        params = kernel.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
 
         def prepare():
             self._current()
