@@ -39,6 +39,7 @@ class PhotoFaces:
     image: np.ndarray | None = field(default=None, repr=False)  # the decoded photo, only with keep_images=True
     input_size: tuple[int, int] | None = None  # (height, width) the detector network ran at
     detect_ms: float = 0.0  # the detector's network and post-processing on this photo
+    device: str | None = None  # where the network ran, when another process ran it (face.processes)
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,151 @@
+"""The library run over several processes (`facerun detect --processes N`): each process has its own Python, so its
+own GIL, its own device queue and its own threaded pipeline (library.iter_photo_faces), and they share out the photos.
+
+Why: in one process every stage's Python (decoding's, the compiler's for each new size, the network thread's
+recording of GPU work, NMS) takes turns on one GIL, which bounds a library run on a fast GPU at about 100 photos a
+second whatever the GPU's speed. N processes lift that bound N times, at a start-up cost: each process imports
+facerun, makes its device and checks it against the CPU (about 3 s on the H200 host, in parallel), so it pays from a
+few hundred photos on.
+
+The contract is iter_photo_faces's (one result per path, in input order, errors as results, same faces): each process
+runs that very function on the photos it takes from one shared queue, and results are put back in order here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ..errors import FacerunError, InputError
+from .library import LibraryStats, PhotoFaces, iter_photo_faces
+
+# How long the parent waits on the results before it looks whether its processes are still alive.
+POLL_S = 1.0
+
+
+def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: int, workers: int | None = None,
+                                  all_faces: bool = True, stats: LibraryStats | None = None,
+                                  progress=None) -> Iterator[PhotoFaces]:
+    """iter_photo_faces over `processes` processes. `detector` holds facerun.face.detect.Detector's keyword
+    arguments (each process makes its own); `workers`: decoding threads per process (default: the cores shared out).
+    A failure in a process (a model or GPU error) raises FacerunError here with its message; the others are stopped.
+    Closing the iterator, an exception or Ctrl-C stops every process."""
+    if processes < 1:
+        raise InputError(f"processes must be 1 or more, not {processes}")
+    paths = [Path(p) for p in paths]
+    stats = stats if stats is not None else LibraryStats()
+    if workers is None:
+        workers = max(1, min(4, (os.cpu_count() or 2) // processes - 1))
+    processes = max(1, min(processes, len(paths)))
+    ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
+    tasks, results = ctx.Queue(), ctx.Queue()
+    settings = _settings()
+    procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, settings, tasks, results),
+                         name=f"facerun-library-{i}", daemon=True) for i in range(processes)]
+    try:
+        for p in procs:
+            p.start()
+        for item in enumerate(map(str, paths)):  # all at once: a path is small, and no process ever waits for one
+            tasks.put(item)
+        for _ in procs:
+            tasks.put(None)
+        held: dict[int, PhotoFaces] = {}
+        for index in range(len(paths)):
+            while index not in held:
+                kind, *rest = _next(results, procs)
+                if kind == "error":
+                    raise _error(*rest)
+                if kind == "photo":
+                    held[rest[0]] = rest[1]
+                elif kind == "done":
+                    for stage, seconds in rest[0].items():
+                        stats.add(stage, seconds)
+            result = held.pop(index)
+            stats.photo_out(result)
+            if progress is not None:
+                progress(result)
+            yield result
+        for _ in range(sum(1 for p in procs if p.exitcode is None or p.exitcode == 0)):  # the stage times
+            try:
+                kind, *rest = results.get(timeout=POLL_S)
+            except queue.Empty:
+                break
+            if kind == "done":
+                for stage, seconds in rest[0].items():
+                    stats.add(stage, seconds)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+        tasks.close()
+        results.close()
+
+
+def _next(results, procs) -> tuple:
+    while True:
+        try:
+            return results.get(timeout=POLL_S)
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise FacerunError(f"a library process ended unexpectedly (exit code {dead[0].exitcode})") from None
+            if all(p.exitcode == 0 for p in procs):
+                try:  # what a process put last can still be on its way
+                    return results.get(timeout=POLL_S)
+                except queue.Empty:
+                    raise FacerunError("the library processes ended before every photo came back") from None
+
+
+def _settings() -> dict:
+    """What the CLI set in this process that a new process must see: the software-adapter switch and the limits."""
+    from .. import limits
+    from ..gpu import device
+
+    return {"FACERUN_ALLOW_SOFTWARE": "1" if device.software_allowed() else "0",
+            "FACERUN_MAX_PIXELS": str(limits.max_pixels()),
+            "FACERUN_MAX_TENSOR_MB": repr(limits.max_tensor_bytes() / (1 << 20))}
+
+
+def _worker(detector: dict, workers: int, all_faces: bool, settings: dict, tasks, results) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
+    os.environ.update(settings)
+    try:
+        from .detect import Detector
+
+        det = Detector(**detector)
+        order: list[int] = []
+
+        def source() -> Iterator[str]:
+            while (item := tasks.get()) is not None:
+                order.append(item[0])
+                yield item[1]
+
+        stats = LibraryStats()
+        for i, result in enumerate(iter_photo_faces(source(), det, all_faces=all_faces, workers=workers,
+                                                    stats=stats)):
+            result.device = det.device
+            results.put(("photo", order[i], result))
+        results.put(("done", stats.seconds))
+    except FacerunError as e:
+        results.put(("error", type(e).__name__, str(e)))
+    except Exception as e:  # a bug: still one line in the parent, with what it was
+        results.put(("error", "FacerunError", f"a library process failed: {type(e).__name__}: {e}"))
+
+
+def _error(name: str, message: str) -> FacerunError:
+    """The process's error as the same facerun error class (the CLI's exit status follows the class)."""
+    from .. import errors
+
+    kind = getattr(errors, name, None)
+    if not (isinstance(kind, type) and issubclass(kind, FacerunError)):
+        kind = FacerunError
+    return kind(message)
+
+
+__all__ = ["iter_photo_faces_in_processes"]
