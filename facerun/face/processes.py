@@ -145,7 +145,9 @@ def _error(name: str, message: str) -> FacerunError:
     kind = getattr(errors, name, None)
     if not (isinstance(kind, type) and issubclass(kind, FacerunError)):
         kind = FacerunError
-    return kind(message)
+    error = kind.__new__(kind)  # not kind(message): UnsupportedOps, say, is made from its operators
+    Exception.__init__(error, message)
+    return error
 
 
 __all__ = ["iter_photo_faces_in_processes"]

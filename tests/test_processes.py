@@ -1,0 +1,82 @@
+"""The library run over several processes (facerun.face.processes, `detect --processes`): the in-process run's
+results, in input order, bad files as results; a failing process is one error of the same class; stopping early
+ends every process."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+import pytest
+from click.testing import CliRunner
+from people_fixtures import YUNET, copy_photos, need_real_data
+
+from facerun.cli import main as cli
+from facerun.errors import GpuError
+from facerun.face.detect import Detector
+from facerun.face.library import iter_photo_faces
+from facerun.face.processes import iter_photo_faces_in_processes
+
+NAMES = ("group/fr_obama_and_biden.jpg", "obama/obama3.jpg", "group/openface_longoria-cooper.jpg",
+         "Anthony_Hopkins/Anthony_Hopkins_0001.jpg", "clapton/clapton-2.jpg")
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    need_real_data()
+    folder = tmp_path_factory.mktemp("photos")
+    paths = copy_photos(folder, NAMES)
+    bad = folder / "zz" / "broken.jpg"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not a jpeg")
+    return paths[:2] + [bad] + paths[2:]
+
+
+def _faces(result):
+    return [(f.score, f.box, f.landmarks.tolist()) for f in result.faces]
+
+
+def test_processes_give_the_in_process_results_in_order(photos):
+    options = {"model": str(YUNET), "device": "cpu", "max_side": 640}
+    want = list(iter_photo_faces(photos, Detector(**options)))
+    got = list(iter_photo_faces_in_processes(photos, options, processes=2, workers=1))
+    assert [r.path for r in got] == [r.path for r in want] == photos
+    assert [r.error for r in got] == [r.error for r in want] and got[2].error and "broken.jpg" in got[2].error
+    assert sum(len(r.faces) for r in got) >= 5
+    for a, b in zip(got, want):
+        assert (a.width, a.height, a.input_size) == (b.width, b.height, b.input_size)
+        assert _faces(a) == _faces(b)
+    assert {r.device for r in got if r.ok} == {"cpu"}
+
+
+def test_a_failing_process_raises_its_error_class_and_the_cli_exits_with_its_status(photos, monkeypatch):
+    monkeypatch.setenv("FACERUN_GPU", "off")  # the processes see the environment: none finds a GPU
+    with pytest.raises(GpuError, match="FACERUN_GPU"):
+        list(iter_photo_faces_in_processes(photos, {"model": str(YUNET), "device": "gpu"}, processes=2))
+    result = CliRunner().invoke(cli, ["detect", str(photos[0].parent), "--device", "gpu", "--processes", "2",
+                                      "--json"])
+    assert result.exit_code == 3 and result.stdout == ""
+    assert result.stderr.strip().startswith("error:") and "FACERUN_GPU" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_closing_the_run_early_ends_every_process(photos):
+    run = iter_photo_faces_in_processes(photos, {"model": str(YUNET), "device": "cpu"}, processes=2, workers=1)
+    first = next(run)
+    assert first.path == photos[0]
+    run.close()
+    assert multiprocessing.active_children() == []
+
+
+def test_detect_over_processes_on_the_gpu_prints_the_in_process_json(photos, gpu):
+    folder = str(photos[0].parents[1])
+    args = ["--allow-software", "detect", folder, "--model", str(YUNET), "--device", "gpu", "--max-side", "480",
+            "--json"]
+    one = CliRunner().invoke(cli, args)
+    two = CliRunner().invoke(cli, args + ["--processes", "2"])
+    assert one.exit_code == two.exit_code == 1  # the broken file
+    rows_one, rows_two = json.loads(one.stdout), json.loads(two.stdout)
+    assert [r["image"] for r in rows_two] == [r["image"] for r in rows_one] and len(rows_two) == len(photos) - 1
+    for a, b in zip(rows_one, rows_two):
+        assert b["device"] == a["device"] != "cpu"
+        assert {k: v for k, v in a.items() if k != "ms"} == {k: v for k, v in b.items() if k != "ms"}
