@@ -49,7 +49,7 @@ def test_every_image_mode_gives_load_images_pixels(tmp_path, mode):
     need_real_data()
     rgb = load_image(FACES / "group" / "fr_two_people.jpg")[:300, :400]
     if mode == "I;16":
-        image = Image.fromarray((rgb[:, :, 1].astype(np.uint16) * 257 + 5))
+        image = Image.fromarray(rgb[:, :, 1].astype(np.uint16) * 257 + 5)
     elif mode == "I":
         image = Image.fromarray(rgb[:, :, 0].astype(np.int32) * 3)
     else:
