@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -80,3 +82,19 @@ def test_detect_over_processes_on_the_gpu_prints_the_in_process_json(photos, gpu
     for a, b in zip(rows_one, rows_two):
         assert b["device"] == a["device"] != "cpu"
         assert {k: v for k, v in a.items() if k != "ms"} == {k: v for k, v in b.items() if k != "ms"}
+
+
+def test_closing_early_with_thousands_of_paths_queued_lets_the_process_exit(photos, tmp_path):
+    # the paths not yet taken sit in the queue's pipe; the parent must not wait at exit to hand them over
+    script = tmp_path / "early.py"
+    script.write_text(
+        "from facerun.face.processes import iter_photo_faces_in_processes\n"
+        "if __name__ == '__main__':  # spawned processes import this script again\n"
+        f"    paths = [{str(photos[0])!r}] * 5000\n"
+        f"    run = iter_photo_faces_in_processes(paths, {{'model': {str(YUNET)!r}, 'device': 'cpu'}}, processes=2,"
+        " workers=1)\n"
+        "    print(len(next(run).faces))\n"
+        "    run.close()\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) >= 1

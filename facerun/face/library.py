@@ -126,8 +126,11 @@ def _prepare(photo: _Photo, pixels: np.ndarray, detector, shrunk: np.ndarray | N
     HxWx4 from load_photo (the detector takes that layout as it is; the rest of the run sees its RGB view)."""
     photo.result.height, photo.result.width = int(pixels.shape[0]), int(pixels.shape[1])
     photo.rgb = pixels[:, :, :3]
-    if hasattr(detector, "prepare"):
-        photo.prepared = detector.prepare(pixels, shrunk) if shrunk is not None else detector.prepare(pixels)
+    if hasattr(detector, "fit_size"):  # facerun's Detector: it takes the four-byte layout and the shrunk photo
+        photo.prepared = detector.prepare(pixels, shrunk)
+        photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
+    elif hasattr(detector, "prepare"):
+        photo.prepared = detector.prepare(np.ascontiguousarray(photo.rgb))
         photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
     elif pixels.shape[2] != 3:
         photo.rgb = np.ascontiguousarray(photo.rgb)

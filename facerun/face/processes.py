@@ -33,7 +33,8 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
     """iter_photo_faces over `processes` processes. `detector` holds facerun.face.detect.Detector's keyword
     arguments (each process makes its own); `workers`: decoding threads per process (default: the cores shared out).
     A failure in a process (a model or GPU error) raises FacerunError here with its message; the others are stopped.
-    Closing the iterator, an exception or Ctrl-C stops every process."""
+    Closing the iterator, an exception or Ctrl-C stops every process. The processes are spawned, so a script calling
+    this keeps its top-level work under `if __name__ == "__main__":` (Python's rule for spawned processes)."""
     if processes < 1:
         raise InputError(f"processes must be 1 or more, not {processes}")
     paths = [Path(p) for p in paths]
@@ -83,6 +84,9 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
                 p.terminate()
         for p in procs:
             p.join(timeout=5)
+        # paths still queued for processes that are gone: drop them, or this process would wait at exit for its
+        # queue's feeder thread to hand them over
+        tasks.cancel_join_thread()
         tasks.close()
         results.close()
 
