@@ -98,3 +98,52 @@ def test_closing_early_with_thousands_of_paths_queued_lets_the_process_exit(phot
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip()) >= 1
+
+
+def test_embedding_over_processes_gives_the_in_process_faces_and_embeddings(photos, monkeypatch):
+    import numpy as np
+    from people_fixtures import MOBILEFACENET
+
+    from facerun import blas
+    from facerun.face.embed import Embedder
+
+    threads = blas.default_threads()  # both runs embed here: one BLAS thread count, so the same last bits
+    monkeypatch.setattr(blas, "default_threads", lambda: threads)
+    embedder = Embedder(str(MOBILEFACENET), device="cpu")
+    options = {"model": str(YUNET), "device": "cpu", "for_alignment": True}
+    want = list(iter_photo_faces(photos, Detector(**options), embedder, batch=3))
+    got = list(iter_photo_faces_in_processes(photos, options, processes=2, workers=1, embedder=embedder, batch=3))
+    assert [r.path for r in got] == photos and sum(len(r.faces) for r in got) > len(photos)  # batches span photos
+    for a, b in zip(got, want):
+        assert _faces(a) == _faces(b) and a.error == b.error
+        assert a.embeddings.shape == (len(a.faces), embedder.dim) and np.array_equal(a.embeddings, b.embeddings)
+
+
+def test_index_over_processes_writes_the_in_process_database(photos, tmp_path, monkeypatch):
+    from people_fixtures import MOBILEFACENET
+
+    from facerun import blas
+
+    threads = blas.default_threads()  # both runs embed in this process: one BLAS thread count
+    monkeypatch.setattr(blas, "default_threads", lambda: threads)
+    folder = str(photos[0].parents[1])
+    common = ["--model", str(MOBILEFACENET), "--device", "cpu", "--json"]
+    one = CliRunner().invoke(cli, ["index", folder, "--db", str(tmp_path / "one.db"), *common])
+    two = CliRunner().invoke(cli, ["index", folder, "--db", str(tmp_path / "two.db"), *common, "--processes", "2"])
+    assert one.exit_code == two.exit_code == 1  # the broken file
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    assert (a["added"], a["faces"], a["faces_total"]) == (b["added"], b["faces"], b["faces_total"]) and a["faces"] > 5
+    from facerun.people.index import FaceIndex
+
+    with FaceIndex(tmp_path / "one.db") as x, FaceIndex(tmp_path / "two.db") as y:
+        fx, fy = x.faces(), y.faces()
+    assert fx.paths == fy.paths and np_equal(fx.boxes, fy.boxes) and np_equal(fx.embeddings, fy.embeddings)
+    refused = CliRunner().invoke(cli, ["index", folder, "--db", str(tmp_path / "r.db"), "--engine", "ray",
+                                       "--processes", "2"])
+    assert refused.exit_code != 0 and "--processes applies to --engine local" in refused.stderr
+
+
+def np_equal(a, b) -> bool:
+    import numpy as np
+
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))

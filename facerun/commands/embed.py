@@ -13,7 +13,7 @@ from rich.text import Text
 from ..errors import FacerunError, InputError
 from ..io import check_output_file, jsonl_writer, npy_writer, write_together
 from .common import err, error_line, finish, json_dumps, models_dir_option, out, progress_bar
-from .engine import embed_on_ray, engine_options, ray_settings
+from .engine import embed_on_ray, engine_options, local_processes, photo_faces_in_processes, ray_settings
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -75,7 +75,7 @@ def make_detector(detector_model, device):
               help="Print the faces and their embeddings as one JSON array (with --engine ray: the run's summary).")
 @engine_options
 def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, out_path, as_json,
-            engine, ray_address, workers, gpus_per_worker):
+            engine, ray_address, workers, gpus_per_worker, processes):
     """Embed the faces in IMAGE files or folders (folders are searched recursively for images).
 
     Each image's largest face (or, with --all-faces, every face) is found by the detector, aligned to the ArcFace
@@ -92,6 +92,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
 
     models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
               "std": std, "bgr": bgr}
+    local_processes(engine, processes)
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=all_faces,
                             models=models)
     if settings is not None:
@@ -101,8 +102,10 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     paths = iter_images(images)
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
+    processes = min(processes, len(paths))
     embedder = make_embedder(model, device, input_size, mean, std, bgr)
-    detector = make_detector(detector_model, device)
+    detector = make_detector(detector_model, "cpu" if processes > 1 else device)  # processes make their own
+    run = photo_faces_in_processes(processes, detector, device) if processes > 1 else iter_photo_faces
 
     if embedder.note:
         err.print(f"note: {embedder.note}", markup=False)
@@ -117,7 +120,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
         records = []
         # the library run: decoding on worker threads, faces batched across photos for the embedder
         stats = LibraryStats()
-        for photo in iter_photo_faces(paths, detector, embedder, batch=batch, all_faces=all_faces, stats=stats):
+        for photo in run(paths, detector, embedder, batch=batch, all_faces=all_faces, stats=stats):
             label = str(photo.path)
             if photo.error is not None:
                 failed.append(label)

@@ -30,10 +30,36 @@ def engine_options(function):
         click.option("--gpus-per-worker", type=FiniteRange(min=0), default=0.0, show_default=True,
                      help="GPUs Ray gives each actor (0.5: two actors share one); each actor then uses the wgpu "
                           "adapter of its GPU, falling back to the CPU with the reason when it cannot."),
+        click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="local engine: detect and align over N processes, each with its own Python, device queue "
+                          "and check of the GPU (one process is bound by Python's GIL); the faces are embedded "
+                          "here, --batch at a time in photo order, as with one. Each process takes seconds to "
+                          "start: this pays on libraries of a few hundred photos and more."),
     ]
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def local_processes(engine: str, processes: int) -> int:
+    """--processes, refused beside --engine ray (Ray has its own workers)."""
+    if processes > 1 and engine == "ray":
+        raise InputError("--processes applies to --engine local (Ray's workers are --workers)")
+    return processes
+
+
+def photo_faces_in_processes(processes: int, detector, device: str):
+    """The library run over `processes` processes, as FaceIndex.update's photo_faces and embed's loop call it: each
+    process makes the detector the one here names (that one loads on the CPU, to name and check it)."""
+    from ..face.processes import iter_photo_faces_in_processes
+
+    options = {"model": str(detector.model_path), "device": device, "for_alignment": True}
+
+    def run(paths, detector, embedder, batch=16, all_faces=True, stats=None):
+        return iter_photo_faces_in_processes(paths, options, processes, embedder=embedder, batch=batch,
+                                             all_faces=all_faces, stats=stats)
+
+    return run
 
 
 def ray_settings(engine, ray_address, workers, gpus_per_worker, *, batch, all_faces, models):

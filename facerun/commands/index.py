@@ -9,7 +9,7 @@ import click
 
 from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
-from .engine import engine_options, ray_settings
+from .engine import engine_options, local_processes, photo_faces_in_processes, ray_settings
 from .types import FiniteRange
 
 
@@ -39,7 +39,7 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
                    '"db","model","photos_total","faces_total"} (with --engine ray also "engine","devices").')
 @engine_options
 def command(photos, db_path, model, device, detector_model, input_size, mean, std, bgr, batch, commit_every, wait,
-            keep_missing, as_json, engine, ray_address, workers, gpus_per_worker):
+            keep_missing, as_json, engine, ray_address, workers, gpus_per_worker, processes):
     """Index every face of the PHOTOS (files, or folders searched recursively) into the database --db.
 
     A re-run skips unchanged photos (same size and modification time, or same sha256 when those differ),
@@ -54,14 +54,17 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     """
     from ..people.index import FaceIndex
 
+    processes = local_processes(engine, processes)
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=True, models={})
     with FaceIndex(db_path) as index:
         # with Ray the models here only name and check what the actors load: they stay on the CPU
         here = device if settings is None else "cpu"
         embedder = embedder_for(index.stored_model(), model, here, input_size, mean, std, bgr)
         index.check_embedder(embedder)  # before the detector loads: a wrong model fails at once
-        detector = make_detector(detector_model, here)
+        detector = make_detector(detector_model, here if processes == 1 else "cpu")  # processes make their own
         photo_faces, devices = None, set()
+        if processes > 1:
+            photo_faces = photo_faces_in_processes(processes, detector, device)
         if settings is not None:
             from ..face.ray_engine import iter_photo_faces_ray
 
