@@ -147,3 +147,17 @@ def np_equal(a, b) -> bool:
     import numpy as np
 
     return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def test_a_slow_consumer_holds_the_processes_back_and_still_gets_every_photo_in_order(photos, monkeypatch):
+    import time
+
+    from facerun.face import processes
+
+    monkeypatch.setattr(processes, "RESULTS_PER_PROCESS", 1)  # one result in flight a process: they must wait
+    options = {"model": str(YUNET), "device": "cpu", "max_side": 320}
+    got = []
+    for result in iter_photo_faces_in_processes(photos * 2, options, processes=2, workers=1):
+        time.sleep(0.2)
+        got.append(result.path)
+    assert got == photos * 2

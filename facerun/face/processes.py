@@ -26,6 +26,9 @@ from .library import LibraryStats, PhotoFaces, _Batcher, _Photo, iter_photo_face
 
 # How long the parent waits on the results before it looks whether its processes are still alive.
 POLL_S = 1.0
+# Results (a photo's faces, and its crops when embedding) waiting for this process, per process: when the consumer
+# here is the slower side (the embedding, the database), the processes wait instead of piling crops up in memory.
+RESULTS_PER_PROCESS = 16
 
 
 def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: int, workers: int | None = None,
@@ -48,7 +51,7 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
         workers = max(1, min(4, (os.cpu_count() or 2) // processes))
     processes = max(1, min(processes, len(paths)))
     ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
-    tasks, results = ctx.Queue(), ctx.Queue()
+    tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     settings = _settings()
     align_size = None if embedder is None else embedder.input_size
     procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, settings, tasks, results),
