@@ -1,5 +1,6 @@
-"""The library run over several processes (`facerun detect --processes N`): each process has its own Python, so its
-own GIL, its own device queue and its own threaded pipeline (library.iter_photo_faces), and they share out the photos.
+"""The library run over several processes (`facerun detect|embed|index --processes N`): each process has its own
+Python, so its own GIL, its own device queue and its own threaded pipeline (library.iter_photo_faces), and they share
+out the photos; with an embedder they also align the faces, and the crops are embedded here, in photo order.
 
 Why: in one process every stage's Python (decoding's, the compiler's for each new size, the network thread's
 recording of GPU work, NMS) takes turns on one GIL, which bounds a library run on a fast GPU at about 100 photos a
