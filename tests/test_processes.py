@@ -161,3 +161,16 @@ def test_a_slow_consumer_holds_the_processes_back_and_still_gets_every_photo_in_
         time.sleep(0.2)
         got.append(result.path)
     assert got == photos * 2
+
+
+def test_bench_photos_has_a_processes_row_that_finds_the_cpu_rows_faces(photos):
+    folder = str(photos[0].parents[1])
+    result = CliRunner().invoke(cli, ["bench", "--photos", folder, "--paths", "cpu,cpu-processes", "--processes", "2",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["path"]: r for r in json.loads(result.stdout)["rows"]}
+    row = rows["cpu-processes"]
+    assert row["processes"] == 2 and row["photos"] == rows["cpu"]["photos"] == len(photos)
+    assert row["agree_with_cpu"]["same"] and row["faces"] == rows["cpu"]["faces"] > 5
+    assert row["programs_compiled"] >= row["distinct_sizes"] > 1  # counted in the processes, summed here
+    assert row["first_photo_ms"] > 0 and "start-up" in row["bottleneck"]

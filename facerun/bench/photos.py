@@ -2,9 +2,10 @@
 
 With an embedder, each facerun path gives two rows: detection alone (`cpu`) and the whole job (`cpu+embed`).
 Paths: `cpu` and `gpu` (the pipelined library run, facerun.face.library), `cpu-serial` and `gpu-serial` (the same
-work one photo after another: the loop facerun ran before the pipeline), `opencv` (cv2.FaceDetectorYN on the same
-decoded, equally shrunk photos). Every facerun row counts the one-off work its run paid for (facerun.counters) and
-says how its faces compare with the cpu row's.
+work one photo after another: the loop facerun ran before the pipeline), `cpu-processes` and `gpu-processes` (the
+library run over --processes processes, facerun.face.processes, their start-up inside the row's clock), `opencv`
+(cv2.FaceDetectorYN on the same decoded, equally shrunk photos). Every facerun row counts the one-off work its run
+paid for (facerun.counters) and says how its faces compare with the cpu row's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from .. import counters
 from ..errors import FacerunError, InputError
 
-PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "opencv")
+PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "cpu-processes", "gpu-processes", "opencv")
 DEFAULT_PHOTO_PATHS = ("cpu", "gpu", "opencv")
 STAGE_COLUMNS = ("decode", "compile", "detect", "post", "align", "embed", "total")
 IOU_MIN = 0.95
@@ -43,6 +44,7 @@ class PhotoRow:
     pipelines_created: int = 0
     programs_evicted: int = 0
     workers: int = 0
+    processes: int = 1
     device: str = ""
     one_off_seconds: dict = field(default_factory=dict)  # seconds of the one-off work above (facerun.counters)
     seconds: dict = field(default_factory=dict)  # busy seconds per stage (summed over threads), total = wall
@@ -57,7 +59,7 @@ class PhotoRow:
 
 
 def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, embed_model=None, batch: int = 16,
-                 workers: int | None = None, on_row=None) -> dict:
+                 workers: int | None = None, on_row=None, processes: int = 4) -> dict:
     """Run every path over the photos of `folder` (searched recursively); the result as JSON-ready data."""
     from ..face.images import iter_images
     from ..face.library import default_workers
@@ -76,11 +78,13 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
         if path == "opencv":
             rows.append(opencv_row(photos, detector_model))
             continue
-        rows.append(facerun_row(path, photos, detector_model, None, batch, workers))
+        row_of = processes_row if path.endswith("-processes") else facerun_row
+        rows.append(row_of(path, photos, detector_model, None, batch, workers if row_of is facerun_row else processes))
         if embed_model is not None:  # detection alone, then the whole job: the figures of both in one run
             if on_row is not None:
                 on_row(f"{path}+embed")
-            rows.append(facerun_row(path, photos, detector_model, embed_model, batch, workers))
+            rows.append(row_of(path, photos, detector_model, embed_model, batch,
+                               workers if row_of is facerun_row else processes))
     reference = next((r for r in rows if r.path in ("cpu", "cpu-serial") and not r.skipped), None)
     for row in rows:
         if reference is not None and row is not reference and not row.skipped:
@@ -133,6 +137,60 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads)
     if device == "gpu" and detector.device == "cpu":
         row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
+    return row
+
+
+def processes_row(path: str, photos: list, detector_model, embed_model, batch: int, processes: int) -> PhotoRow:
+    """The library run over `processes` processes: the clock starts before they are spawned, so their start-up
+    (imports, device, check) is in every figure; the checks and programs are theirs, summed."""
+    from ..face.detect import _card
+    from ..face.embed import Embedder
+    from ..face.library import LibraryStats
+    from ..face.processes import iter_photo_faces_in_processes
+
+    device = path.split("-")[0]
+    row = PhotoRow(path + ("+embed" if embed_model is not None else ""), processes=processes)
+    try:
+        embedder = Embedder(embed_model, device=device) if embed_model is not None else None
+    except FacerunError as e:
+        if device == "gpu":
+            row.skipped = str(e)
+            return row
+        raise
+    options = {"model": str(_card(detector_model).path), "device": device, "for_alignment": embedder is not None}
+    stats = LibraryStats()
+    devices = set()
+    try:
+        for photo in iter_photo_faces_in_processes(photos, options, processes, embedder=embedder, batch=batch,
+                                                   all_faces=True, stats=stats):
+            row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
+            if photo.device:
+                devices.add(photo.device)
+    except FacerunError as e:
+        if device == "gpu":
+            row.skipped = str(e)
+            return row
+        raise
+    paid = {k: int(v) if not k.endswith("_s") else v for k, v in stats.counted.items()}
+    wall = max(stats.wall_s, 1e-9)
+    row.device = "; ".join(sorted(devices)) + f" x {processes} processes"
+    row.photos, row.faces, row.distinct_sizes = stats.photos, stats.faces, len(stats.sizes)
+    row.photos_per_s, row.faces_per_s = stats.photos / wall, stats.faces / wall
+    row.first_photo_ms = None if stats.first_photo_s is None else stats.first_photo_s * 1000.0
+    row.gpu_whole_checks = paid.get("gpu_checks", 0)
+    row.gpu_checks = row.gpu_whole_checks + paid.get("gpu_variant_checks", 0)
+    row.programs_compiled = paid.get("programs_compiled", 0)
+    row.gpu_programs_compiled = paid.get("gpu_programs_compiled", 0)
+    row.pipelines_created = paid.get("pipelines_created", 0)
+    row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
+    row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
+    row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
+    busiest = max(("decode", "detect", "post", "align"), key=lambda k: stats.seconds[k])
+    row.bottleneck = (f"{processes} processes, wall {wall:.2f} s including their start-up; busiest stage over them: "
+                      f"{busiest} {stats.seconds[busiest] / (wall * processes):.0%} of their time; the embedding "
+                      f"here {stats.seconds['embed'] / wall:.0%}")
+    if device == "gpu" and not any(d != "cpu" for d in devices):
+        row.skipped = "the GPU was not used in the processes"
     return row
 
 

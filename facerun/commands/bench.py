@@ -66,15 +66,18 @@ def _print_table(table: Table) -> None:
                    "10000,100000,1000000).")
 @click.option("--photos", "photos_dir", type=click.Path(path_type=Path), metavar="DIR",
               help="The library benchmark instead: detect (and with --embed, embed) every photo of DIR on each of "
-                   "--paths (default cpu,gpu,opencv; also cpu-serial, gpu-serial: one photo after another).")
+                   "--paths (default cpu,gpu,opencv; also cpu-serial, gpu-serial: one photo after another; "
+                   "cpu-processes, gpu-processes: over --processes processes, their start-up timed in).")
 @click.option("--model", "photo_model", default=None, metavar="DET",
               help="With --photos: the YuNet detector (default yunet-2023mar).")
 @click.option("--embed", "embed_model", default=None, metavar="MODEL",
               help="With --photos: also align and embed every face with this embedder, --batch faces per call.")
 @click.option("--workers", type=click.IntRange(0, 64), default=None,
               help="With --photos: decoding threads (default: the cores but one, at most 4).")
+@click.option("--processes", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="With --photos: processes of the *-processes paths.")
 def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
-            compare, search_sizes, photos_dir, photo_model, embed_model, workers):
+            compare, search_sizes, photos_dir, photo_model, embed_model, workers, processes):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
@@ -102,7 +105,7 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
 
         given = click.get_current_context().get_parameter_source("paths_text") == click.core.ParameterSource.COMMANDLINE
         run_photos(photos_dir, paths_text if given else None, photo_model, embed_model, batch, workers,
-                   allow_software, as_json)
+                   allow_software, as_json, processes)
         return
     if compare:
         if models or models_dir:

@@ -11,7 +11,7 @@ from .common import err, out, print_json
 
 
 def run_photos(folder: Path, paths_text, detector_model, embed_model, batch: int, workers, allow_software: bool,
-               as_json: bool) -> None:
+               as_json: bool, processes: int = 4) -> None:
     from ..bench.photos import DEFAULT_PHOTO_PATHS, bench_photos
 
     if allow_software:
@@ -24,7 +24,8 @@ def run_photos(folder: Path, paths_text, detector_model, embed_model, batch: int
         def on_row(path):
             status.update(f"running {path} over {folder}")
 
-        result = bench_photos(folder, paths, detector_model, embed_model, batch, workers, on_row=on_row)
+        result = bench_photos(folder, paths, detector_model, embed_model, batch, workers, on_row=on_row,
+                              processes=processes)
     if as_json:
         print_json(result)
         return

@@ -59,11 +59,17 @@ class LibraryStats:
         self.first_photo_s: float | None = None
         self.wall_s = 0.0
         self.post_threads = 1
+        self.counted: dict[str, float] = {}  # facerun.counters of other processes (face.processes), summed
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:
         with self._lock:
             self.seconds[stage] += seconds
+
+    def add_counted(self, counts: dict) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                self.counted[name] = self.counted.get(name, 0) + value
 
     def photo_out(self, result: PhotoFaces) -> None:
         now = time.perf_counter() - self.started

@@ -82,8 +82,7 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
                 if kind == "photo":
                     held[rest[0]] = (rest[1], rest[2])
                 elif kind == "done":
-                    for stage, seconds in rest[0].items():
-                        stats.add(stage, seconds)
+                    _done(stats, *rest)
             result, crops = held.pop(index)
             yield from out(batcher.add(_Photo(result, crops=crops)))
         yield from out(batcher.finish())
@@ -93,8 +92,7 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
             except queue.Empty:
                 break
             if kind == "done":
-                for stage, seconds in rest[0].items():
-                    stats.add(stage, seconds)
+                _done(stats, *rest)
     finally:
         for p in procs:
             if p.is_alive():
@@ -106,6 +104,13 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
         tasks.cancel_join_thread()
         tasks.close()
         results.close()
+
+
+def _done(stats: LibraryStats, seconds: dict, counted: dict) -> None:
+    """A process's last word: its busy seconds per stage and what it counted (its GPU checks, its programs)."""
+    for stage, value in seconds.items():
+        stats.add(stage, value)
+    stats.add_counted(counted)
 
 
 def _next(results, procs) -> tuple:
@@ -137,6 +142,7 @@ def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
     os.environ.update(settings)
     try:
+        from .. import counters
         from .align import align_face
         from .detect import Detector
 
@@ -159,7 +165,7 @@ def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings:
                 result.image = None
                 stats.add("align", time.perf_counter() - start)
             results.put(("photo", order[i], result, crops))
-        results.put(("done", stats.seconds))
+        results.put(("done", stats.seconds, counters.snapshot()))
     except FacerunError as e:
         results.put(("error", type(e).__name__, str(e)))
     except Exception as e:  # a bug: still one line in the parent, with what it was
