@@ -136,3 +136,16 @@ def test_cpu_ratio_prints_a_ratio_per_model_and_for_detect(models_dir, data_dir)
     photo = data_dir / "faces" / "obama" / "obama-240p.jpg"
     done = run_example("cpu_ratio.py", "--detect", photo, "--repeat", "1")
     assert done.stdout.splitlines()[1].startswith("detect 427x240: facerun ")
+
+
+def test_processes_ceiling_times_each_run_and_finds_the_same_faces(models_dir, data_dir, tmp_path):
+    import shutil
+
+    for name in ("fr_two_people.jpg", "fr_obama_and_biden.jpg"):
+        shutil.copy(data_dir / "faces" / "group" / name, tmp_path / name)
+    done = run_example("processes_ceiling.py", tmp_path, "--device", "cpu", "--runs", "1x1,2x1",
+                       "--model", models_dir / "face_detection_yunet_2023mar.onnx")
+    lines = [line for line in done.stdout.splitlines() if "photos/s once up" in line]
+    assert [line.split(" processes")[0] for line in lines] == ["1", "2"]
+    faces = {line.split(" faces:")[0].rsplit(", ", 1)[1] for line in lines}
+    assert len(faces) == 1 and int(faces.pop()) >= 4  # the same faces whatever the split
