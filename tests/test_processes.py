@@ -23,6 +23,13 @@ NAMES = ("group/fr_obama_and_biden.jpg", "obama/obama3.jpg", "group/openface_lon
          "Anthony_Hopkins/Anthony_Hopkins_0001.jpg", "clapton/clapton-2.jpg")
 
 
+@pytest.fixture(autouse=True)
+def one_blas_thread(monkeypatch):
+    """One BLAS thread here and in every spawned process: facerun picks the count from the load average, and 1 and 2
+    threads round a box's or an embedding's last bits differently, so runs in two processes could differ."""
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "1")
+
+
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory):
     need_real_data()
@@ -100,15 +107,12 @@ def test_closing_early_with_thousands_of_paths_queued_lets_the_process_exit(phot
     assert int(done.stdout.strip()) >= 1
 
 
-def test_embedding_over_processes_gives_the_in_process_faces_and_embeddings(photos, monkeypatch):
+def test_embedding_over_processes_gives_the_in_process_faces_and_embeddings(photos):
     import numpy as np
     from people_fixtures import MOBILEFACENET
 
-    from facerun import blas
     from facerun.face.embed import Embedder
 
-    threads = blas.default_threads()  # both runs embed here: one BLAS thread count, so the same last bits
-    monkeypatch.setattr(blas, "default_threads", lambda: threads)
     embedder = Embedder(str(MOBILEFACENET), device="cpu")
     options = {"model": str(YUNET), "device": "cpu", "for_alignment": True}
     want = list(iter_photo_faces(photos, Detector(**options), embedder, batch=3))
@@ -119,13 +123,9 @@ def test_embedding_over_processes_gives_the_in_process_faces_and_embeddings(phot
         assert a.embeddings.shape == (len(a.faces), embedder.dim) and np.array_equal(a.embeddings, b.embeddings)
 
 
-def test_index_over_processes_writes_the_in_process_database(photos, tmp_path, monkeypatch):
+def test_index_over_processes_writes_the_in_process_database(photos, tmp_path):
     from people_fixtures import MOBILEFACENET
 
-    from facerun import blas
-
-    threads = blas.default_threads()  # both runs embed in this process: one BLAS thread count
-    monkeypatch.setattr(blas, "default_threads", lambda: threads)
     folder = str(photos[0].parents[1])
     common = ["--model", str(MOBILEFACENET), "--device", "cpu", "--json"]
     one = CliRunner().invoke(cli, ["index", folder, "--db", str(tmp_path / "one.db"), *common])
