@@ -122,6 +122,15 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
             row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
     paid = counters.since(before)
     paid["garbage_collection_s"] = collected[0]
+    wall = _fill(row, stats, paid)
+    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads)
+    if device == "gpu" and detector.device == "cpu":
+        row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
+    return row
+
+
+def _fill(row: PhotoRow, stats, paid: dict) -> float:
+    """The row's figures from a run's LibraryStats and the one-off work it counted (facerun.counters); the wall time."""
     wall = max(stats.wall_s, 1e-9)
     row.photos, row.faces, row.distinct_sizes = stats.photos, stats.faces, len(stats.sizes)
     row.photos_per_s, row.faces_per_s = stats.photos / wall, stats.faces / wall
@@ -134,10 +143,7 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
     row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
     row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
-    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads)
-    if device == "gpu" and detector.device == "cpu":
-        row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
-    return row
+    return wall
 
 
 def processes_row(path: str, photos: list, detector_model, embed_model, batch: int, processes: int) -> PhotoRow:
@@ -171,20 +177,8 @@ def processes_row(path: str, photos: list, detector_model, embed_model, batch: i
             row.skipped = str(e)
             return row
         raise
-    paid = {k: int(v) if not k.endswith("_s") else v for k, v in stats.counted.items()}
-    wall = max(stats.wall_s, 1e-9)
+    wall = _fill(row, stats, stats.counted)  # what the processes counted, summed
     row.device = "; ".join(sorted(devices)) + f" x {processes} processes"
-    row.photos, row.faces, row.distinct_sizes = stats.photos, stats.faces, len(stats.sizes)
-    row.photos_per_s, row.faces_per_s = stats.photos / wall, stats.faces / wall
-    row.first_photo_ms = None if stats.first_photo_s is None else stats.first_photo_s * 1000.0
-    row.gpu_whole_checks = paid.get("gpu_checks", 0)
-    row.gpu_checks = row.gpu_whole_checks + paid.get("gpu_variant_checks", 0)
-    row.programs_compiled = paid.get("programs_compiled", 0)
-    row.gpu_programs_compiled = paid.get("gpu_programs_compiled", 0)
-    row.pipelines_created = paid.get("pipelines_created", 0)
-    row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
-    row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
-    row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
     busiest = max(("decode", "detect", "post", "align"), key=lambda k: stats.seconds[k])
     row.bottleneck = (f"{processes} processes, wall {wall:.2f} s including their start-up; busiest stage over them: "
                       f"{busiest} {stats.seconds[busiest] / (wall * processes):.0%} of their time; the embedding "

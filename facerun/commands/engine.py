@@ -55,7 +55,7 @@ def photo_faces_in_processes(processes: int, detector, device: str):
 
     options = {"model": str(detector.model_path), "device": device, "for_alignment": True}
 
-    def run(paths, detector, embedder, batch=16, all_faces=True, stats=None):
+    def run(paths, _detector, embedder, batch=16, all_faces=True, stats=None):  # the processes make their own
         return iter_photo_faces_in_processes(paths, options, processes, embedder=embedder, batch=batch,
                                              all_faces=all_faces, stats=stats)
 
