@@ -88,6 +88,25 @@ class Scratch:
     def nbytes(self) -> int:
         return 4 * (sum(b.size for b in self.buffers.values()) + self.retired)
 
+    def lane(self, k: int):
+        """This scratch as lane `k` of a step sees it (lanes.py): its own buffer for every role, lane 0 the plain
+        one; constants are shared (nobody writes them)."""
+        return self if k == 0 else _Lane(self, k)
+
+
+class _Lane:
+    def __init__(self, scratch: Scratch, k: int):
+        self.scratch, self.suffix = scratch, f"@{k}"
+
+    def get(self, role: str, shape) -> np.ndarray:
+        return self.scratch.get(role + self.suffix, shape)
+
+    def constant(self, value: float, shape) -> np.ndarray:
+        return self.scratch.constant(value, shape)
+
+    def lane(self, k: int):
+        return self.scratch.lane(k)
+
 
 # ---------------------------------------------------------------------------------------- executables per program
 

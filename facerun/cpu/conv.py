@@ -8,7 +8,8 @@ arena buffers (x and out NHWC unless said otherwise):
 - depthwise: one einsum per band of ~256 KB of output rows over a strided (kh, kw, rows, W·C) view of the
   zero-ringed input (stride 1), or (kh, kw, rows, W, C) at other strides.
 
-A bias, a residual and the activation follow in place (`epilogue`).
+A bias, a residual and the activation follow in place (`epilogue`). A kernel's bands may be dealt out to lanes
+(lanes.py) that threads make at once: each piece then names its lane, and uses that lane's scratch.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import blas
 from .. import program as P
+from . import lanes
 from .elementwise import inplace_activation, per_channel, widen
 
 try:  # einsum's C entry point: np.einsum's Python wrapper costs ~2.5 us a call (a YuNet run makes ~150)
@@ -44,14 +46,19 @@ def strided(base: np.ndarray, offset: int, shape, strides) -> np.ndarray:
     return view
 
 
-def bands(items: int, rows: int, row_bytes: int, budget: int) -> list[tuple[int, int, int, int]]:
+def bands(items: int, rows: int, row_bytes: int, budget: int, macs: int = 0) -> list[tuple[int, int, int, int]]:
     """(n0, n1, r0, r1) blocks covering items x rows, about `budget` bytes each: whole items grouped when one fits,
-    else bands of rows of one item."""
+    else bands of rows of one item. With `macs` (the step's work) their count suits the lanes it will have (bands
+    of at least lanes.MIN_BAND_VALUES values of the working buffer)."""
     per_item = rows * row_bytes
+    values = items * per_item // 4
     if per_item <= budget:
         step = max(1, budget // max(per_item, 1))
+        step = lanes.balanced(items, step, lanes.count(macs, -(-items // step), values) if macs else 1)
         return [(n, min(n + step, items), 0, rows) for n in range(0, items, step)]
     step = max(1, budget // max(row_bytes, 1))
+    if items == 1 and macs:
+        step = lanes.balanced(rows, step, lanes.count(macs, -(-rows // step), values))
     return [(n, n + 1, r, min(r + step, rows)) for n in range(items) for r in range(0, rows, step)]
 
 
@@ -116,23 +123,33 @@ def epilogue(st: P.Conv, out: np.ndarray, residual: np.ndarray | None, scratch, 
 
 def fused(st: P.Conv, kernel, x, out, residual, scratch, ctx):
     """The convolution `kernel` builds, its epilogue applied to each band of output right after the band is made
-    (while it is still in cache). A kernel that adds the bias itself says so with a third result, True."""
+    (while it is still in cache). A kernel that adds the bias itself says so with a third result, True. Pieces are
+    (piece, output band selector) or (piece, selector, lane): a lane's pieces run in order, lanes at once."""
     prologue, pieces, *biased = kernel(st, x, out, scratch, ctx)
     if biased and biased[0]:
         st = dataclasses.replace(st, bias=None)
     tiles: dict = {}
-    steps = [(fn, epilogue(st, pick(out), None if residual is None else pick(residual), scratch, tiles))
-             for fn, pick in pieces]
+    by_lane: dict[int, list] = {}
+    for fn, pick, *lane in pieces:
+        k = lane[0] if lane else 0
+        tail = epilogue(st, pick(out), None if residual is None else pick(residual), scratch.lane(k), tiles)
+        by_lane.setdefault(k, []).extend((fn, tail))
+    body = lanes.runner([lanes.sequence(fns) for _, fns in sorted(by_lane.items())], ctx)
+    if prologue is None:
+        return body
 
     def run():
-        if prologue is not None:
-            prologue()
-        for fn, tail in steps:
-            fn()
-            if tail is not None:
-                tail()
+        prologue()
+        body()
 
     return run
+
+
+def dealt(bands: int, macs: int, values: int, scratch, ctx) -> list[tuple[int, object, object]]:
+    """(lane, its scratch, its run context) for each of `bands` bands of a step of `macs` multiply-adds (over
+    `values` values of output or working buffer: see lanes.count)."""
+    n = lanes.count(macs, bands, values)
+    return [(k, scratch.lane(k), ctx if n == 1 else lanes.ONE) for k in lanes.deal(bands, n)]
 
 
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx, macs: int | None = None):
@@ -149,16 +166,17 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx, macs: int | None
     return run
 
 
-def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, ctx):
+def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, scratch, ctx):
     """a @ wk in bands of rows of the (M, Cout) output, each with its selector of the NHWC output band."""
     m, cout = out2.shape
     rows = max(256, DEPTHWISE_BAND_BYTES // (cout * 4)) // 256 * 256  # whole pixel runs: see elementwise.widen
     macs = m * a.shape[1] * cout
+    starts = range(0, m, rows)
     pieces = []
-    for m0 in range(0, m, rows):
+    for m0, (lane, _, c) in zip(starts, dealt(len(starts), macs, m * cout, scratch, ctx)):
         m1 = min(m, m0 + rows)
-        pieces.append((product(a[m0:m1], wk, out2[m0:m1], ctx, macs),
-                       lambda arr, m0=m0, m1=m1: arr.reshape(-1, arr.shape[-1])[m0:m1]))
+        pieces.append((product(a[m0:m1], wk, out2[m0:m1], c, macs),
+                       lambda arr, m0=m0, m1=m1: arr.reshape(-1, arr.shape[-1])[m0:m1], lane))
     return pieces
 
 
@@ -169,10 +187,10 @@ def pointwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     wk = np.ascontiguousarray(st.weight.reshape(cout, cin)).T  # BLAS reading (Cout, Cin) rows: a little faster
     sh, sw = st.stride
     if (sh, sw) == (1, 1):
-        return None, _row_bands(x.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
+        return None, _row_bands(x.reshape(-1, cin), wk, out.reshape(-1, cout), scratch, ctx)
     cols = scratch.get("cols", (n, oh, ow, cin))
     src = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
-    return (lambda: np.copyto(cols, src)), _row_bands(cols.reshape(-1, cin), wk, out.reshape(-1, cout), ctx)
+    return (lambda: np.copyto(cols, src)), _row_bands(cols.reshape(-1, cin), wk, out.reshape(-1, cout), scratch, ctx)
 
 
 def _windows(xp: np.ndarray, kernel, stride, dilation, out_hw) -> np.ndarray:
@@ -193,16 +211,18 @@ def dense(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     xp, pad_in = padder(x, st.pads, scratch)
     win = _windows(xp, st.kernel, st.stride, st.dilation, (oh, ow))
     pieces = []
-    for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, COLUMN_BAND_BYTES):
-        cols = scratch.get("cols", (n1 - n0, r1 - r0, ow, kh, kw, cin))
+    macs = n * oh * ow * k * cout
+    blocks = bands(n, oh, ow * k * 4, COLUMN_BAND_BYTES, macs)
+    for (n0, n1, r0, r1), (lane, sc, c) in zip(blocks, dealt(len(blocks), macs, n * oh * ow * k, scratch, ctx)):
+        cols = sc.get("cols", (n1 - n0, r1 - r0, ow, kh, kw, cin))
         src = win[n0:n1, r0:r1]
-        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, n * oh * ow * k * cout)
+        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), c, macs)
 
         def band(cols=cols, src=src, mult=mult):
             np.copyto(cols, src)
             mult()
 
-        pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1]))
+        pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1], lane))
     return pad_in, pieces
 
 
@@ -253,12 +273,13 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
 
     macs = n * oh * ow * k * cout
     pieces = []
-    for n0, n1, r0, r1 in bands(n, oh, ow * k * 4, STEM_BAND_BYTES):
-        rows = scratch.get("cols", (k + biased, (n1 - n0) * (r1 - r0) * ow))
+    blocks = bands(n, oh, ow * k * 4, STEM_BAND_BYTES, macs)
+    for (n0, n1, r0, r1), (lane, sc, c) in zip(blocks, dealt(len(blocks), macs, n * oh * ow * k, scratch, ctx)):
+        rows = sc.get("cols", (k + biased, (n1 - n0) * (r1 - r0) * ow))
         cols = rows[:k].reshape(cin, kh, kw, n1 - n0, r1 - r0, ow)
         copies = [(cols[c, ky, kx], tap(n0, n1, c, r0, r1, ky, kx))
                   for c in range(cin) for ky in range(kh) for kx in range(kw)]
-        mult = product(rows.T, wk, out[n0:n1, r0:r1].reshape(-1, cout), ctx, macs)
+        mult = product(rows.T, wk, out[n0:n1, r0:r1].reshape(-1, cout), c, macs)
         ones = rows[k] if biased else None
 
         def band(copies=copies, mult=mult, ones=ones):
@@ -268,7 +289,7 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
                 ones.fill(1.0)  # scratch: other steps write here too
             mult()
 
-        pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1]))
+        pieces.append((band, lambda arr, n0=n0, n1=n1, r0=r0, r1=r1: arr[n0:n1, r0:r1], lane))
     return pad_in, pieces, biased
 
 
@@ -304,28 +325,31 @@ def _depthwise_in_place(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
     copies = [(edges[0, :, 1 : h + 1, 1:3], x[:, :, 0:2]), (edges[1, :, 1 : h + 1, 0:2], x[:, :, w - 2 : w])]
     es = edges.strides
     rows = max(1, DEPTHWISE_BAND_BYTES // (row * 4))
+    if n == 1:
+        rows = lanes.balanced(h, rows, lanes.count(9 * h * row, -(-h // rows), h * row))
+    inner = [(0, 1, 1)] + [(r0, min(r0 + rows, h - 1), 0) for r0 in range(1, h - 1, rows)] + [(h - 1, h, 0)]
+    blocks = [(i, r0, r1, first_tap) for i in range(n) for r0, r1, first_tap in inner]
+    owners = lanes.deal(len(blocks), lanes.count(9 * n * h * row, len(blocks), n * h * row))
     pieces = []
-    for i in range(n):
+    for (i, r0, r1, first_tap), lane in zip(blocks, owners):
         img = base + i * h * row
-        bands = [(0, 1, 1)] + [(r0, min(r0 + rows, h - 1), 0) for r0 in range(1, h - 1, rows)] + [(h - 1, h, 0)]
-        for r0, r1, first_tap in bands:
-            last_tap = 3 if r1 < h else 2  # the bottom row has no row below
-            taps = last_tap - first_tap
-            start = img + (r0 - 1 + first_tap) * row - c
-            view = strided(flat, start, (taps, 3, r1 - r0, row), (row * 4, c * 4, row * 4, 4))
-            main = (view, tiled[first_tap:last_tap], out[i, r0:r1].reshape(r1 - r0, row))
-            fixes = []
-            for side, col in ((0, 0), (1, w - 1)):
-                ev = strided(edges, (side * es[0] + i * es[1] + (r0 + first_tap) * es[2]) // 4, (taps, 3, r1 - r0, c),
-                             (es[2], es[3], es[2], es[4]))
-                fixes.append((ev, wts[first_tap:last_tap], out[i, r0:r1, col]))
+        last_tap = 3 if r1 < h else 2  # the bottom row has no row below
+        taps = last_tap - first_tap
+        start = img + (r0 - 1 + first_tap) * row - c
+        view = strided(flat, start, (taps, 3, r1 - r0, row), (row * 4, c * 4, row * 4, 4))
+        main = (view, tiled[first_tap:last_tap], out[i, r0:r1].reshape(r1 - r0, row))
+        fixes = []
+        for side, col in ((0, 0), (1, w - 1)):
+            ev = strided(edges, (side * es[0] + i * es[1] + (r0 + first_tap) * es[2]) // 4, (taps, 3, r1 - r0, c),
+                         (es[2], es[3], es[2], es[4]))
+            fixes.append((ev, wts[first_tap:last_tap], out[i, r0:r1, col]))
 
-            def piece(main=main, fixes=fixes):
-                einsum("ijrk,ijk->rk", *main[:2], out=main[2])  # what lies in the slack reaches only the borders
-                for ev, wk, dst in fixes:
-                    einsum("ijrk,ijk->rk", ev, wk, out=dst)
+        def piece(main=main, fixes=fixes):
+            einsum("ijrk,ijk->rk", *main[:2], out=main[2])  # what lies in the slack reaches only the borders
+            for ev, wk, dst in fixes:
+                einsum("ijrk,ijk->rk", ev, wk, out=dst)
 
-            pieces.append((piece, lambda arr, i=i, r0=r0, r1=r1: arr[i, r0:r1]))
+        pieces.append((piece, lambda arr, i=i, r0=r0, r1=r1: arr[i, r0:r1], lane))
     return refill(fills, copies), pieces
 
 
@@ -356,22 +380,25 @@ def _depthwise_stride2(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch):
     odd = np.ascontiguousarray(np.broadcast_to(wts[:, 1, None, :], (3, ow, c)).reshape(3, ow * c))
     ps = planes.strides
     rows = max(1, DEPTHWISE_BAND_BYTES // (ow * c * 4))
+    if n == 1:
+        rows = lanes.balanced(oh, rows, lanes.count(9 * oh * ow * c, -(-oh // rows), oh * ow * c))
+    blocks = [(i, r0) for i in range(n) for r0 in range(0, oh, rows)]
+    owners = lanes.deal(len(blocks), lanes.count(9 * n * oh * ow * c, len(blocks), n * oh * ow * c))
     pieces = []
-    for i in range(n):
-        for r0 in range(0, oh, rows):
-            r = min(rows, oh - r0)
-            dst = out[i, r0 : r0 + r].reshape(r, ow * c)
-            tmp = scratch.get("dw_odd", (r, ow * c))
-            start = i * ps[1] + 2 * r0 * ps[2]
-            a = strided(planes, start // 4, (3, 2, r, ow * c), (ps[2], ps[3], 2 * ps[2], 4))
-            b = strided(planes, (ps[0] + start) // 4, (3, r, ow * c), (ps[2], 2 * ps[2], 4))
+    for (i, r0), lane in zip(blocks, owners):
+        r = min(rows, oh - r0)
+        dst = out[i, r0 : r0 + r].reshape(r, ow * c)
+        tmp = scratch.lane(lane).get("dw_odd", (r, ow * c))
+        start = i * ps[1] + 2 * r0 * ps[2]
+        a = strided(planes, start // 4, (3, 2, r, ow * c), (ps[2], ps[3], 2 * ps[2], 4))
+        b = strided(planes, (ps[0] + start) // 4, (3, r, ow * c), (ps[2], 2 * ps[2], 4))
 
-            def piece(a=a, b=b, dst=dst, tmp=tmp):
-                einsum("ijrk,ijk->rk", a, even, out=dst)
-                einsum("irk,ik->rk", b, odd, out=tmp)
-                np.add(dst, tmp, out=dst)
+        def piece(a=a, b=b, dst=dst, tmp=tmp):
+            einsum("ijrk,ijk->rk", a, even, out=dst)
+            einsum("irk,ik->rk", b, odd, out=tmp)
+            np.add(dst, tmp, out=dst)
 
-            pieces.append((piece, lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r]))
+        pieces.append((piece, lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r], lane))
     return refill(ring, copies), pieces
 
 
@@ -393,17 +420,20 @@ def depthwise(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     if merged:  # (W, C) of a row is one axis: the weights tiled along it
         w = np.ascontiguousarray(np.broadcast_to(w[:, :, None, :], (kh, kw, ow, c)).reshape(kh, kw, ow * c))
     rows = max(1, DEPTHWISE_BAND_BYTES // (ow * c * 4))
+    if n == 1:
+        rows = lanes.balanced(oh, rows, lanes.count(kh * kw * oh * ow * c, -(-oh // rows), oh * ow * c))
+    blocks = [(i, r0) for i in range(n) for r0 in range(0, oh, rows)]
+    owners = lanes.deal(len(blocks), lanes.count(kh * kw * n * oh * ow * c, len(blocks), n * oh * ow * c))
     pieces = []
-    for i in range(n):
-        for r0 in range(0, oh, rows):
-            r = min(rows, oh - r0)
-            start = (i * xp.strides[0] + r0 * sh * rs) // 4
-            if merged:
-                view = strided(xp, start, (kh, kw, r, ow * c), (dh * rs, dw * cs, sh * rs, 4))
-                spec, dst = "ijrk,ijk->rk", out[i, r0 : r0 + r].reshape(r, ow * c)
-            else:
-                view = strided(xp, start, (kh, kw, r, ow, c), (dh * rs, dw * cs, sh * rs, sw * cs, 4))
-                spec, dst = "ijrwc,ijc->rwc", out[i, r0 : r0 + r]
-            pieces.append((lambda spec=spec, view=view, dst=dst: einsum(spec, view, w, out=dst),
-                           lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r]))
+    for (i, r0), lane in zip(blocks, owners):
+        r = min(rows, oh - r0)
+        start = (i * xp.strides[0] + r0 * sh * rs) // 4
+        if merged:
+            view = strided(xp, start, (kh, kw, r, ow * c), (dh * rs, dw * cs, sh * rs, 4))
+            spec, dst = "ijrk,ijk->rk", out[i, r0 : r0 + r].reshape(r, ow * c)
+        else:
+            view = strided(xp, start, (kh, kw, r, ow, c), (dh * rs, dw * cs, sh * rs, sw * cs, 4))
+            spec, dst = "ijrwc,ijc->rwc", out[i, r0 : r0 + r]
+        pieces.append((lambda spec=spec, view=view, dst=dst: einsum(spec, view, w, out=dst),
+                       lambda arr, i=i, r0=r0, r=r: arr[i, r0 : r0 + r], lane))
     return pad_in, pieces

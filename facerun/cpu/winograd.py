@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import blas
 from .. import program as P
-from .conv import bands, padder
+from .conv import bands, dealt, padder
 
 # Bytes of transformed tiles per block (the largest of the patch, transform and product buffers).
 TILE_BLOCK_BYTES = 1 << 20
@@ -57,15 +57,18 @@ def winograd(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     u = transformed_weights(st.weight)
     width = max(cin, cout)
     pieces = []
-    for n0, n1, t0, t1 in bands(n, th, tw * 16 * width * 4, TILE_BLOCK_BYTES):
+    macs = n * th * tw * 16 * cin * cout
+    blocks = bands(n, th, tw * 16 * width * 4, TILE_BLOCK_BYTES, macs)
+    dealing = dealt(len(blocks), macs, n * th * tw * 16 * width, scratch, ctx)
+    for (n0, n1, t0, t1), (lane, sc, c) in zip(blocks, dealing):
         items, trows = n1 - n0, t1 - t0
         tiles = items * trows * tw
-        patches = scratch.get("wino_d", (4, 4, items, trows, tw, cin))
+        patches = sc.get("wino_d", (4, 4, items, trows, tw, cin))
         gathers = [(patches[i, j], xp[n0:n1, 2 * t0 + i : 2 * t1 + i : 2, j : j + 2 * tw : 2])
                    for i in range(4) for j in range(4)]
-        v = scratch.get("wino_v", (16, tiles, cin))
-        m = scratch.get("wino_m", (16, tiles, cout))
-        y = scratch.get("wino_y", (2, 2, items, trows, tw, cout))
+        v = sc.get("wino_v", (16, tiles, cin))
+        m = sc.get("wino_m", (16, tiles, cout))
+        y = sc.get("wino_y", (2, 2, items, trows, tw, cout))
         scatters = []
         for p in range(2):
             for q in range(2):
@@ -77,8 +80,8 @@ def winograd(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
         small = tiles * cin * cout * 16 < blas.SMALL_MACS
         block = (gathers, patches.reshape(16, -1), v, m, y.reshape(4, -1), scatters, small)
         last_row = min(oh, 2 * t1)
-        pieces.append((lambda block=block: _block(block, u, ctx),
-                       lambda arr, n0=n0, n1=n1, r0=2 * t0, r1=last_row: arr[n0:n1, r0:r1]))
+        pieces.append((lambda block=block, c=c: _block(block, u, c),
+                       lambda arr, n0=n0, n1=n1, r0=2 * t0, r1=last_row: arr[n0:n1, r0:r1], lane))
     return pad_in, pieces
 
 

@@ -53,7 +53,7 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
     processes = max(1, min(processes, len(paths)))
     ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
-    settings = _settings()
+    settings = _settings(processes)
     align_size = None if embedder is None else embedder.input_size
     procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, settings, tasks, results),
                          name=f"facerun-library-{i}", daemon=True) for i in range(processes)]
@@ -128,14 +128,19 @@ def _next(results, procs) -> tuple:
                     raise FacerunError("the library processes ended before every photo came back") from None
 
 
-def _settings() -> dict:
-    """What the CLI set in this process that a new process must see: the software-adapter switch and the limits."""
+def _settings(processes: int) -> dict:
+    """What the CLI set in this process that a new process must see: the software-adapter switch and the limits;
+    and the CPU interpreter's threads, the cores shared out (unless FACERUN_CPU_THREADS says), so N processes don't
+    each start a lane per core."""
     from .. import limits
+    from ..cpu import lanes
     from ..gpu import device
 
+    threads = os.environ.get("FACERUN_CPU_THREADS", "").strip() or str(max(1, lanes.available() // processes))
     return {"FACERUN_ALLOW_SOFTWARE": "1" if device.software_allowed() else "0",
             "FACERUN_MAX_PIXELS": str(limits.max_pixels()),
-            "FACERUN_MAX_TENSOR_MB": repr(limits.max_tensor_bytes() / (1 << 20))}
+            "FACERUN_MAX_TENSOR_MB": repr(limits.max_tensor_bytes() / (1 << 20)),
+            "FACERUN_CPU_THREADS": threads}
 
 
 def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings: dict, tasks, results) -> None:
