@@ -1,13 +1,16 @@
-"""Single-thread ratios of facerun's CPU interpreter to its peers, in CPU time (the README's CPU table).
+"""Ratios of facerun's CPU interpreter to its peers (the README's CPU tables).
 
-    python examples/cpu_ratio.py MODEL[:BATCH]... [--size WxH] [--repeat 7] [--reference]
-        facerun's CPU interpreter against onnxruntime (one intra-op thread), the same input, runs interleaved
-    python examples/cpu_ratio.py --detect PHOTO [--repeat 15] [--reference]
-        facerun detect (CPU) against OpenCV's cv2.FaceDetectorYN (one thread) on one photo, decoded once
+    python examples/cpu_ratio.py MODEL[:BATCH]... [--size WxH] [--repeat 7] [--reference] [--threads N]
+        facerun's CPU interpreter against onnxruntime, the same input, runs interleaved
+    python examples/cpu_ratio.py --detect PHOTO [--repeat 15] [--reference] [--threads N]
+        facerun detect (CPU) against OpenCV's cv2.FaceDetectorYN on one photo, decoded once
 
-MODEL is an .onnx file, a known model's name or a replica name (sface-arch, auraface-arch:16, ...). Both sides run on
-one thread (set before numpy loads), and time is the process's CPU time, so other work on a shared machine adds
-little; medians. --reference adds the plain NCHW reference interpreter (what ran before the fast path).
+MODEL is an .onnx file, a known model's name or a replica name (sface-arch, auraface-arch:16, ...). By default both
+sides run on one thread (set before numpy loads) and time is the process's CPU time, so other work on a shared machine
+adds little; medians. --threads N gives every side N threads (facerun's lanes and OpenBLAS, onnxruntime's intra-op
+pool, OpenCV's) and times wall clock, with a `one-lane` row: facerun built without lanes, its products still on N
+BLAS threads (what ran before lanes). --reference adds the plain NCHW reference interpreter (what ran before the fast
+path).
 """
 
 from __future__ import annotations
@@ -18,8 +21,20 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("FACERUN_CPU_THREADS", "1")
+
+def _threads_asked(argv: list[str]) -> int:
+    """--threads N, read before numpy loads (OpenBLAS takes its thread count from the environment at load)."""
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if arg.startswith("--threads="):
+            return int(arg.split("=", 1)[1])
+    return 1
+
+
+THREADS = _threads_asked(sys.argv[1:])
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
+os.environ.setdefault("FACERUN_CPU_THREADS", str(THREADS))
 
 import numpy as np  # noqa: E402
 
@@ -28,16 +43,33 @@ from facerun import cpu  # noqa: E402
 
 
 def medians(runs: dict, repeat: int) -> dict[str, float]:
-    """Median CPU ms of each callable, run interleaved so a change of load hits every row alike."""
+    """Median ms of each callable (CPU time on one thread, wall clock on more), run interleaved so a change of load
+    hits every row alike."""
+    clock = time.process_time if THREADS == 1 else time.perf_counter
     for fn in runs.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeat):
         for k, fn in runs.items():
-            t = time.process_time()
+            if THREADS > 1:  # the last side's thread pool may still spin (onnxruntime's, OpenCV's): let it park,
+                time.sleep(0.02)  # and give this side's threads one untimed run
+                fn()
+            t = clock()
             fn()
-            times[k].append((time.process_time() - t) * 1e3)
+            times[k].append((clock() - t) * 1e3)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _one_lane(build):
+    """What `build()` makes with lanes off (the interpreter as it was before them)."""
+    from facerun.cpu import lanes
+
+    kept = lanes.MAX_LANES
+    lanes.MAX_LANES = 1
+    try:
+        return build()
+    finally:
+        lanes.MAX_LANES = kept
 
 
 def networks(args) -> list[str]:
@@ -63,12 +95,16 @@ def networks(args) -> list[str]:
 
 def _time_network(args, net, prog, shape) -> dict[str, float]:
     from facerun.bench import oracle
+    from facerun.cpu import interpreter
 
     x = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
     feeds = {net.input_name: x}
-    sess = oracle.session(net.path, threads=1)
+    sess = oracle.session(net.path, threads=THREADS)
     name = sess.get_inputs()[0].name
     runs = {"facerun": lambda: cpu.run_program(prog, feeds), "onnxruntime": lambda: sess.run(None, {name: x})}
+    if THREADS > 1:
+        before = _one_lane(lambda: interpreter.Executable(prog))
+        runs["one-lane"] = lambda: before.run(feeds)
     if args.reference:
         runs["reference"] = lambda: cpu.run_program(prog, feeds, reference=True)
     return medians(runs, args.repeat if shape[0] == 1 else max(3, args.repeat // 3))
@@ -80,13 +116,17 @@ def detect(args) -> list[str]:
     from facerun.face.images import load_image
     from facerun.zoo.find import default_detector
 
-    cv2.setNumThreads(1)
+    cv2.setNumThreads(THREADS)
     rgb = load_image(args.detect)
     h, w = rgb.shape[:2]
     det = facerun.Detector(device="cpu")
     yn = cv2.FaceDetectorYN.create(str(default_detector()), "", (w, h), 0.6, 0.3, 5000)
     bgr = np.ascontiguousarray(rgb[:, :, ::-1])
     runs = {"facerun": lambda: det.detect(rgb), "opencv": lambda: yn.detect(bgr)}
+    if THREADS > 1:
+        before = facerun.Detector(device="cpu")
+        _one_lane(lambda: before.detect(rgb))  # its program and executable made now, with lanes off
+        runs["one-lane"] = lambda: before.detect(rgb)
     if args.reference:
         def reference():
             os.environ["FACERUN_CPU_REFERENCE"] = "1"
@@ -111,11 +151,13 @@ def main(argv=None) -> int:
     ap.add_argument("--detect", metavar="PHOTO")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--reference", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="threads for every side (default 1: CPU time)")
     args = ap.parse_args(argv)
     if not args.models and not args.detect:
         ap.error("give MODEL(s) or --detect PHOTO")
     lines = (networks(args) if args.models else []) + (detect(args) if args.detect else [])
-    print(f"one thread, CPU time, medians of {args.repeat}; load {os.getloadavg()[0]:.1f}")
+    clock = "one thread, CPU time" if THREADS == 1 else f"{THREADS} threads, wall clock"
+    print(f"{clock}, medians of {args.repeat}; load {os.getloadavg()[0]:.1f}")
     print("\n".join(lines))
     return 0
 

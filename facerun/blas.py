@@ -1,10 +1,12 @@
-"""How many threads numpy's OpenBLAS uses for the interpreter's matrix products.
+"""How many threads numpy's OpenBLAS uses, and how many the CPU interpreter runs at once.
 
-Multi-threaded OpenBLAS falls off a cliff when another process holds a core: a product that takes 0.02 ms alone
-waits for a scheduler time slice (4 to 16 ms) for its second thread. So facerun asks OpenBLAS (found in the process's
-memory map, through ctypes) for one thread while the machine is busy (load average at or above its core count), and
-for one thread on small products, where threads buy little; the count comes back after each product (or each run of the
-interpreter). `FACERUN_CPU_THREADS=N` fixes the count instead.
+The fast interpreter keeps OpenBLAS on one thread for the whole of a run and makes its own threads' work instead
+(cpu/lanes.py): OpenBLAS's threads spin on their cores for ~0.1 s after each product, which took a core from the
+interpreter's lanes, from the library's decoders and from other programs. How many lanes run at once is
+`default_threads()`: the cores, or one while the machine is busy (load average at or above its core count), since
+threads on an oversubscribed machine wait a scheduler slice (4 to 16 ms) for each other. OpenBLAS is found in the
+process's memory map, through ctypes; the count it had comes back after each run (the reference interpreter still asks
+it for threads on large products, one on small ones). `FACERUN_CPU_THREADS=N` fixes the count instead.
 Where OpenBLAS can't be reached (another BLAS, another OS), nothing changes.
 """
 

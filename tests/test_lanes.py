@@ -221,3 +221,29 @@ def test_library_processes_share_the_cores_out(monkeypatch):
     assert processes._settings(16)["FACERUN_CPU_THREADS"] == "1"
     monkeypatch.setenv("FACERUN_CPU_THREADS", "3")  # the user's word stands
     assert processes._settings(4)["FACERUN_CPU_THREADS"] == "3"
+
+
+@pytest.mark.parametrize("m", [1, 3, 70])
+def test_a_lone_product_split_by_columns_over_the_lanes_equals_one_call(monkeypatch, m):
+    """A product outside any band's lane (a fully connected layer, a small map's 1x1) is split by output columns;
+    one row goes through matrix-vector products over rows of the weights."""
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "3")
+    monkeypatch.setattr(lanes, "SPLIT_MACS", 0)
+    monkeypatch.setattr(lanes, "SPLIT_ROW_MACS", 0)
+    handed = []
+    real = lanes._Pool.run
+    monkeypatch.setattr(lanes._Pool, "run", lambda self, fns, threads: handed.append(len(fns)) or real(self, fns,
+                                                                                                       threads))
+    a = RNG.standard_normal((m, 300)).astype(np.float32)
+    w = RNG.standard_normal((100, 300)).astype(np.float32)
+    out = np.full((m, 100), np.nan, np.float32)
+    ctx = interpreter._Run()
+    ctx.threads = 3
+    conv.product(a, w.T, out, ctx)()
+    assert handed == [3]
+    np.testing.assert_allclose(out, a @ w.T, rtol=1e-5, atol=1e-4)
+    handed.clear()
+    inside = np.full((m, 100), np.nan, np.float32)
+    conv.product(a, w.T, inside, lanes.ONE)()  # already in a lane: one call
+    assert handed == []
+    np.testing.assert_allclose(inside, out, rtol=1e-5, atol=1e-4)

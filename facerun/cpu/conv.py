@@ -19,7 +19,6 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .. import blas
 from .. import program as P
 from . import lanes
 from .elementwise import inplace_activation, per_channel, widen
@@ -152,18 +151,20 @@ def dealt(bands: int, macs: int, values: int, scratch, ctx) -> list[tuple[int, o
     return [(k, scratch.lane(k), ctx if n == 1 else lanes.ONE) for k in lanes.deal(bands, n)]
 
 
-def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx, macs: int | None = None):
-    """out = a @ b with the thread count its size (or `macs`, the whole convolution's) calls for (ctx.threads: this
-    run's full count)."""
-    if macs is None:
-        macs = a.shape[0] * a.shape[1] * b.shape[1]
-    small = macs < blas.SMALL_MACS
-
-    def run():
-        blas.set_threads(1 if small else ctx.threads)
-        np.matmul(a, b, out=out)
-
-    return run
+def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
+    """out = a @ b (OpenBLAS on one thread, as Executable.run sets it). Inside a lane (ctx is lanes.ONE) or when
+    small, one call; else its output columns are split over the lanes (ctx.threads of them at once)."""
+    m, n = out.shape
+    parts = 1 if ctx is lanes.ONE else lanes.parts(m * a.shape[1] * n, n, m)
+    if parts == 1:
+        return lambda: np.matmul(a, b, out=out)
+    bounds = [(n * k // parts, n * (k + 1) // parts) for k in range(parts)]
+    if m == 1 and b.T.flags.c_contiguous:  # one row: matrix-vector products over rows of the weights (numpy's
+        w, x, y = b.T, a[0], out[0]  # one-row matmul on a column block kept the GIL: no gain in two threads)
+        pieces = [lambda c0=c0, c1=c1: np.dot(w[c0:c1], x, out=y[c0:c1]) for c0, c1 in bounds]
+    else:
+        pieces = [lambda c0=c0, c1=c1: np.matmul(a, b[:, c0:c1], out=out[:, c0:c1]) for c0, c1 in bounds]
+    return lanes.runner(pieces, ctx)
 
 
 def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, scratch, ctx):
@@ -175,7 +176,7 @@ def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, scratch, ctx):
     pieces = []
     for m0, (lane, _, c) in zip(starts, dealt(len(starts), macs, m * cout, scratch, ctx)):
         m1 = min(m, m0 + rows)
-        pieces.append((product(a[m0:m1], wk, out2[m0:m1], c, macs),
+        pieces.append((product(a[m0:m1], wk, out2[m0:m1], c),
                        lambda arr, m0=m0, m1=m1: arr.reshape(-1, arr.shape[-1])[m0:m1], lane))
     return pieces
 
@@ -216,7 +217,7 @@ def dense(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     for (n0, n1, r0, r1), (lane, sc, c) in zip(blocks, dealt(len(blocks), macs, n * oh * ow * k, scratch, ctx)):
         cols = sc.get("cols", (n1 - n0, r1 - r0, ow, kh, kw, cin))
         src = win[n0:n1, r0:r1]
-        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), c, macs)
+        mult = product(cols.reshape(-1, k), wk, out[n0:n1, r0:r1].reshape(-1, cout), c)
 
         def band(cols=cols, src=src, mult=mult):
             np.copyto(cols, src)
@@ -279,7 +280,7 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
         cols = rows[:k].reshape(cin, kh, kw, n1 - n0, r1 - r0, ow)
         copies = [(cols[c, ky, kx], tap(n0, n1, c, r0, r1, ky, kx))
                   for c in range(cin) for ky in range(kh) for kx in range(kw)]
-        mult = product(rows.T, wk, out[n0:n1, r0:r1].reshape(-1, cout), c, macs)
+        mult = product(rows.T, wk, out[n0:n1, r0:r1].reshape(-1, cout), c)
         ones = rows[k] if biased else None
 
         def band(copies=copies, mult=mult, ones=ones):

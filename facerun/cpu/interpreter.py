@@ -393,7 +393,8 @@ class Executable:
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         before = blas.current_threads()
-        self.ctx.threads = blas.default_threads()
+        self.ctx.threads = blas.default_threads()  # lanes run at once; OpenBLAS itself on one thread (lanes.py)
+        blas.set_threads(1)
         try:
             for name, buf in self.inputs:
                 np.copyto(buf, inputs[name], casting="unsafe")

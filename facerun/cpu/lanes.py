@@ -16,12 +16,20 @@ import threading
 import numpy as np
 
 # Below this many multiply-adds a step runs as one lane: handing a lane to a thread and waiting costs ~20-40 us.
-LANE_MACS = 2 << 20
+LANE_MACS = 8 << 20
 # Nor is a band split below this many values for a lane: the threads take turns holding the GIL between numpy calls,
 # and calls over less than ~64K values (tens of microseconds) gain nothing in parallel (measured: a 14x14x512 1x1 +
 # depthwise pair in two lanes of 7 rows ran 1.2x slower than in one band on OpenBLAS's two threads).
 MIN_BAND_VALUES = 1 << 16
 MAX_LANES = 16
+# A product outside the lanes of a band (a fully connected layer, a small map's 1x1) is split by output columns over
+# the lanes from this many multiply-adds on. OpenBLAS's own threads are not used: after each call they spin on their
+# cores for ~0.1 s (measured: onnxruntime ran 3x slower just after one two-thread product), which took a core from
+# the lanes, from the library's decoding threads and from other programs.
+SPLIT_MACS = 24 << 20
+# ... except a product of one row (a fully connected layer at batch 1), bound by reading its weights: split from
+# this many multiply-adds (4 MB of weights) on.
+SPLIT_ROW_MACS = 1 << 20
 
 
 def available() -> int:
@@ -44,6 +52,15 @@ def count(macs: int, bands: int, values: int | None = None) -> int:
     if macs < LANE_MACS or bands < 2:
         return 1
     return max(1, min(available(), bands))
+
+
+def parts(macs: int, columns: int, rows: int = 2) -> int:
+    """Lanes a lone matrix product of `macs` multiply-adds is split into, by its output's `columns` (a block of 32
+    columns at least: BLAS runs narrow blocks slowly). Handing work to a thread costs tens of microseconds on a
+    shared machine (measured: a 28x28 1x1 convolution of 6.4M multiply-adds split in two ran 1.8x slower)."""
+    if macs < (SPLIT_ROW_MACS if rows == 1 else SPLIT_MACS):
+        return 1
+    return max(1, min(available(), columns // 32))
 
 
 def balanced(total: int, per_band: int, lanes: int, step: int = 1) -> int:

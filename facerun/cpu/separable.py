@@ -142,7 +142,7 @@ def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, shape, target, scratch,
         a0, a1 = r0 - 1 + m0, min(r1 + 1, h)
         m1 = m0 + a1 - a0
         new = mid[m0:m1]
-        make = product(x[i, a0:a1].reshape(-1, cin), wk, new.reshape(-1, c), run_ctx, macs)
+        make = product(x[i, a0:a1].reshape(-1, cin), wk, new.reshape(-1, c), run_ctx)
         tail = epilogue(pw, new, None, scratch.lane(lane), tiles)
         band = target(i, r0, r1, lane)
         main = (strided(flat, 0, (3, 3, r, row), (row * 4, c * 4, row * 4, 4)), tiled, band.reshape(r, row))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import blas
 from .. import program as P
-from .conv import bands, dealt, padder
+from . import lanes
+from .conv import bands, dealt, padder, product
 
 # Bytes of transformed tiles per block (the largest of the patch, transform and product buffers).
 TILE_BLOCK_BYTES = 1 << 20
@@ -77,21 +77,34 @@ def winograd(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
                 if rows > 0 and cols > 0:
                     scatters.append((out[n0:n1, 2 * t0 + p : 2 * (t0 + rows) + p - 1 : 2, q : 2 * cols + q - 1 : 2],
                                      y[p, q, :, :rows, :cols]))
-        small = tiles * cin * cout * 16 < blas.SMALL_MACS
-        block = (gathers, patches.reshape(16, -1), v, m, y.reshape(4, -1), scatters, small)
+        mults = _products(patches.reshape(16, -1), v, m, y.reshape(4, -1), u, c)
+        block = (gathers, mults, scatters)
         last_row = min(oh, 2 * t1)
-        pieces.append((lambda block=block, c=c: _block(block, u, c),
+        pieces.append((lambda block=block: _block(block),
                        lambda arr, n0=n0, n1=n1, r0=2 * t0, r1=last_row: arr[n0:n1, r0:r1], lane))
     return pad_in, pieces
 
 
-def _block(block, u, ctx):
-    gathers, d, v, m, y, scatters, small = block
+def _products(d, v, m, y, u, ctx) -> list:
+    """The block's three products: the input transform, the 16 (tiles x Cin) x (Cin x Cout) products (split over the
+    16 when they go to lanes) and the output transform."""
+    first = product(INPUT_TRANSFORM, d, v.reshape(16, -1), ctx)
+    last = product(OUTPUT_TRANSFORM, m.reshape(16, -1), y, ctx)
+    macs = v.shape[1] * v.shape[2] * m.shape[2] * 16
+    count = 1 if ctx is lanes.ONE or macs < lanes.SPLIT_MACS else min(16, lanes.available())
+    if count == 1:
+        middle = lambda: np.matmul(v, u, out=m)  # noqa: E731
+    else:
+        cuts = [(16 * k // count, 16 * (k + 1) // count) for k in range(count)]
+        middle = lanes.runner([lambda a=a, b=b: np.matmul(v[a:b], u[a:b], out=m[a:b]) for a, b in cuts], ctx)
+    return [first, middle, last]
+
+
+def _block(block):
+    gathers, mults, scatters = block
     for dst, src in gathers:
         np.copyto(dst, src)
-    blas.set_threads(1 if small else ctx.threads)
-    np.matmul(INPUT_TRANSFORM, d, out=v.reshape(16, -1))
-    np.matmul(v, u, out=m)
-    np.matmul(OUTPUT_TRANSFORM, m.reshape(16, -1), out=y)
+    for mult in mults:
+        mult()
     for dst, src in scatters:
         np.copyto(dst, src)
