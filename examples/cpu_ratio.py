@@ -8,8 +8,8 @@
 MODEL is an .onnx file, a known model's name or a replica name (sface-arch, auraface-arch:16, ...). By default both
 sides run on one thread (set before numpy loads) and time is the process's CPU time, so other work on a shared machine
 adds little; medians. --threads N gives every side N threads (facerun's lanes and OpenBLAS, onnxruntime's intra-op
-pool, OpenCV's) and times wall clock, with a `one-lane` row: facerun built without lanes, its products still on N
-BLAS threads (what ran before lanes). --reference adds the plain NCHW reference interpreter (what ran before the fast
+pool, OpenCV's) and times wall clock, with a `one-lane` row: facerun built without lanes, so on one thread (a run
+keeps OpenBLAS on one), which shows what the lanes bring. --reference adds the plain NCHW reference interpreter (what ran before the fast
 path).
 """
 

@@ -21,8 +21,9 @@ from conftest import real_model
 
 @pytest.fixture
 def three_lanes(monkeypatch):
-    """Every step big enough for lanes, three of them, and a record of each hand-over to the pool's threads."""
-    monkeypatch.setenv("FACERUN_CPU_THREADS", "3")
+    """Every step big enough for lanes, three of them (six threads: three lanes, three OpenBLAS threads), and a
+    record of each hand-over to the pool's threads."""
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "6")
     monkeypatch.setattr(lanes, "LANE_MACS", 0)
     monkeypatch.setattr(lanes, "MIN_BAND_VALUES", 1)
     monkeypatch.setattr(interpreter._Run, "threads", 3)  # a run's thread count, as Executable.run sets it
@@ -57,9 +58,20 @@ def test_bands_split_evenly_over_the_lanes(total, per_band, count, step):
         assert len(starts) % count == 0
 
 
+def test_the_threads_are_shared_between_lanes_and_openblas():
+    assert lanes.share(1) == (1, 1)
+    assert lanes.share(2) == (2, 1)  # no core for OpenBLAS's spinning threads
+    assert lanes.share(4) == (2, 2)
+    assert lanes.share(8) == (4, 4)
+    assert lanes.share(16) == (4, 12)  # past four lanes the GIL gives little
+    for total in range(1, 65):
+        got = lanes.share(total)
+        assert got[0] >= 1 and got[1] >= 1 and (sum(got) <= total or total <= 2)
+
+
 def test_small_steps_and_small_bands_stay_on_one_lane(monkeypatch):
-    monkeypatch.setenv("FACERUN_CPU_THREADS", "4")
-    assert lanes.available() == 4
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "8")
+    assert lanes.threads() == 8 and lanes.available() == 4
     assert lanes.count(lanes.LANE_MACS - 1, 8) == 1
     assert lanes.count(lanes.LANE_MACS, 1) == 1
     assert lanes.count(lanes.LANE_MACS, 8) == 4
@@ -216,7 +228,7 @@ def test_yunet_in_lanes_at_its_own_thresholds(monkeypatch):
 
 def test_library_processes_share_the_cores_out(monkeypatch):
     monkeypatch.delenv("FACERUN_CPU_THREADS", raising=False)
-    monkeypatch.setattr(lanes, "available", lambda: 8)
+    monkeypatch.setattr(lanes, "threads", lambda: 8)
     assert processes._settings(4)["FACERUN_CPU_THREADS"] == "2"
     assert processes._settings(16)["FACERUN_CPU_THREADS"] == "1"
     monkeypatch.setenv("FACERUN_CPU_THREADS", "3")  # the user's word stands
@@ -226,8 +238,9 @@ def test_library_processes_share_the_cores_out(monkeypatch):
 @pytest.mark.parametrize("m", [1, 3, 70])
 def test_a_lone_product_split_by_columns_over_the_lanes_equals_one_call(monkeypatch, m):
     """A product outside any band's lane (a fully connected layer, a small map's 1x1) is split by output columns;
-    one row goes through matrix-vector products over rows of the weights."""
-    monkeypatch.setenv("FACERUN_CPU_THREADS", "3")
+    one row goes through matrix-vector products over rows of the weights. Only where OpenBLAS gets no threads of its
+    own (two cores, a busy machine): else it makes the product whole."""
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "6")
     monkeypatch.setattr(lanes, "SPLIT_MACS", 0)
     monkeypatch.setattr(lanes, "SPLIT_ROW_MACS", 0)
     handed = []
@@ -247,3 +260,8 @@ def test_a_lone_product_split_by_columns_over_the_lanes_equals_one_call(monkeypa
     conv.product(a, w.T, inside, lanes.ONE)()  # already in a lane: one call
     assert handed == []
     np.testing.assert_allclose(inside, out, rtol=1e-5, atol=1e-4)
+    ctx.blas = 3  # OpenBLAS has threads of its own: the product whole, on them
+    whole = np.full((m, 100), np.nan, np.float32)
+    conv.product(a, w.T, whole, ctx)()
+    assert handed == []
+    np.testing.assert_allclose(whole, out, rtol=1e-5, atol=1e-4)

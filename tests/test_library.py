@@ -253,7 +253,8 @@ def test_a_failure_in_the_middle_stops_the_run_and_the_threads(mobilefacenet, yu
             got.append(r)
     assert len(got) <= 2 and [r.path for r in got] == paths[: len(got)]
     for t in threading.enumerate():
-        if t.name.startswith("facerun-"):
+        # the CPU interpreter's lane pool is the process's, like OpenBLAS's threads: idle, it waits for work
+        if t.name.startswith("facerun-") and not t.name.startswith("facerun-lane-"):
             t.join(timeout=30)
             assert not t.is_alive()
 

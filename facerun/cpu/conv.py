@@ -19,6 +19,7 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .. import blas
 from .. import program as P
 from . import lanes
 from .elementwise import inplace_activation, per_channel, widen
@@ -152,19 +153,36 @@ def dealt(bands: int, macs: int, values: int, scratch, ctx) -> list[tuple[int, o
 
 
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
-    """out = a @ b (OpenBLAS on one thread, as Executable.run sets it). Inside a lane (ctx is lanes.ONE) or when
-    small, one call; else its output columns are split over the lanes (ctx.threads of them at once)."""
+    """out = a @ b. Inside a lane (ctx is lanes.ONE), or when small, one call on one BLAS thread; else on the
+    OpenBLAS threads this run leaves the lanes (ctx.blas) or, when it leaves none, split by output columns over the
+    lanes (ctx.threads of them at once)."""
     m, n = out.shape
-    parts = 1 if ctx is lanes.ONE else lanes.parts(m * a.shape[1] * n, n, m)
+    macs = m * a.shape[1] * n
+    small = macs < blas.SMALL_MACS
+    parts = 1 if ctx is lanes.ONE else lanes.parts(macs, n, m)
+
+    def whole():
+        blas.set_threads(1 if small or ctx is lanes.ONE else ctx.blas)
+        np.matmul(a, b, out=out)
+
     if parts == 1:
-        return lambda: np.matmul(a, b, out=out)
+        return whole
     bounds = [(n * k // parts, n * (k + 1) // parts) for k in range(parts)]
     if m == 1 and b.T.flags.c_contiguous:  # one row: matrix-vector products over rows of the weights (numpy's
         w, x, y = b.T, a[0], out[0]  # one-row matmul on a column block kept the GIL: no gain in two threads)
         pieces = [lambda c0=c0, c1=c1: np.dot(w[c0:c1], x, out=y[c0:c1]) for c0, c1 in bounds]
     else:
         pieces = [lambda c0=c0, c1=c1: np.matmul(a, b[:, c0:c1], out=out[:, c0:c1]) for c0, c1 in bounds]
-    return lanes.runner(pieces, ctx)
+    split = lanes.runner(pieces, ctx)
+
+    def run():
+        if ctx.blas > 1:
+            whole()
+        else:
+            blas.set_threads(1)
+            split()
+
+    return run
 
 
 def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, scratch, ctx):

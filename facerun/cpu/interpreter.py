@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import blas
 from .. import program as P
-from . import arena, conv, elementwise, separable, winograd
+from . import arena, conv, elementwise, lanes, separable, winograd
 
 NCHW, NHWC = "nchw", "nhwc"
 # Dense convolutions reading NCHW with at most this many input channels gather their columns straight from it.
@@ -23,9 +23,11 @@ STEM_CHANNELS = 16
 
 
 class _Run:
-    """What a closure reads at run time: this run's full BLAS thread count."""
+    """What a closure reads at run time: how many lanes run at once and how many OpenBLAS threads a product outside
+    the lanes gets (lanes.share)."""
 
     threads = 1
+    blas = 1
 
 
 def _nhwc_shape(shape) -> tuple[int, ...]:
@@ -393,7 +395,8 @@ class Executable:
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         before = blas.current_threads()
-        self.ctx.threads = blas.default_threads()  # lanes run at once; OpenBLAS itself on one thread (lanes.py)
+        total = blas.default_threads()  # all of them, or one while the machine is busy
+        self.ctx.threads, self.ctx.blas = lanes.share(total)
         blas.set_threads(1)
         try:
             for name, buf in self.inputs:

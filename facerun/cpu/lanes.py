@@ -21,27 +21,42 @@ LANE_MACS = 8 << 20
 # and calls over less than ~64K values (tens of microseconds) gain nothing in parallel (measured: a 14x14x512 1x1 +
 # depthwise pair in two lanes of 7 rows ran 1.2x slower than in one band on OpenBLAS's two threads).
 MIN_BAND_VALUES = 1 << 16
-MAX_LANES = 16
-# A product outside the lanes of a band (a fully connected layer, a small map's 1x1) is split by output columns over
-# the lanes from this many multiply-adds on. OpenBLAS's own threads are not used: after each call they spin on their
-# cores for ~0.1 s (measured: onnxruntime ran 3x slower just after one two-thread product), which took a core from
-# the lanes, from the library's decoding threads and from other programs.
+MAX_LANES = 4
+# A product outside the lanes of a band (a fully connected layer, a small map's 1x1) runs on the OpenBLAS threads the
+# lanes leave (`share`); where they leave none, it is split by output columns over the lanes from this many
+# multiply-adds on. OpenBLAS's threads spin on their cores for ~0.1 s after each call (measured: onnxruntime ran 3x
+# slower just after one two-thread product), so on two cores they would take the lanes' core.
 SPLIT_MACS = 24 << 20
 # ... except a product of one row (a fully connected layer at batch 1), bound by reading its weights: split from
 # this many multiply-adds (4 MB of weights) on.
 SPLIT_ROW_MACS = 1 << 20
 
 
-def available() -> int:
-    """Lanes a program is built with: FACERUN_CPU_THREADS when set, else the cores this process may run on."""
+def threads() -> int:
+    """The CPU interpreter's threads: FACERUN_CPU_THREADS when set, else the cores this process may run on."""
     fixed = os.environ.get("FACERUN_CPU_THREADS", "").strip()
     if fixed.isdigit() and int(fixed) > 0:
-        return min(MAX_LANES, int(fixed))
+        return int(fixed)
     try:
-        cores = len(os.sched_getaffinity(0))
+        return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_LANES, cores))
+        return os.cpu_count() or 1
+
+
+def share(total: int) -> tuple[int, int]:
+    """(lanes, OpenBLAS threads) out of `total` threads. Lanes take turns holding the GIL between numpy calls, so
+    past four they gain little (H200 host, YuNet 640x480: 21.3 ms on 4 lanes, 24.7 on 16); OpenBLAS takes the cores
+    the lanes leave for the products outside lanes, where its threads can spin without taking a lane's core. Up to
+    two threads both are lanes, and OpenBLAS stays on one: there is no core to spare for its spinning."""
+    if total <= 2:
+        return max(1, total), 1
+    lanes = max(2, min(MAX_LANES, total // 2))
+    return lanes, max(1, total - lanes)
+
+
+def available() -> int:
+    """Lanes a program is built with (see `share`)."""
+    return share(threads())[0]
 
 
 def count(macs: int, bands: int, values: int | None = None) -> int:
@@ -84,6 +99,7 @@ class One:
     """A run context for code inside a lane: its products run on one BLAS thread (the lanes are the threads)."""
 
     threads = 1
+    blas = 1
 
 
 ONE = One()

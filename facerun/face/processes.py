@@ -136,7 +136,7 @@ def _settings(processes: int) -> dict:
     from ..cpu import lanes
     from ..gpu import device
 
-    threads = os.environ.get("FACERUN_CPU_THREADS", "").strip() or str(max(1, lanes.available() // processes))
+    threads = os.environ.get("FACERUN_CPU_THREADS", "").strip() or str(max(1, lanes.threads() // processes))
     return {"FACERUN_ALLOW_SOFTWARE": "1" if device.software_allowed() else "0",
             "FACERUN_MAX_PIXELS": str(limits.max_pixels()),
             "FACERUN_MAX_TENSOR_MB": repr(limits.max_tensor_bytes() / (1 << 20)),
