@@ -265,3 +265,21 @@ def test_a_lone_product_split_by_columns_over_the_lanes_equals_one_call(monkeypa
     conv.product(a, w.T, whole, ctx)()
     assert handed == []
     np.testing.assert_allclose(whole, out, rtol=1e-5, atol=1e-4)
+
+
+def test_a_program_with_no_lane_steps_gives_openblas_every_thread(monkeypatch):
+    """An embedder at batch 1 (maps of 56x56 and less) deals no bands to lanes: its products get all the threads, as
+    before lanes; a detector at 640x480 shares them out."""
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "6")
+    net = load(str(replica_path("yunet-arch")))
+    prog, feeds = _whole(net, (1, 3, 480, 640))
+    big = interpreter.Executable(prog)
+    assert big.laned
+    big.run(feeds)
+    assert (big.ctx.threads, big.ctx.blas) == lanes.share(6) == (3, 3)
+    net = load(str(replica_path("sface-arch-small")))
+    prog, feeds = _whole(net, (1, 3, 112, 112))
+    small = interpreter.Executable(prog)
+    assert not small.laned
+    small.run(feeds)
+    assert (small.ctx.threads, small.ctx.blas) == (1, 6)

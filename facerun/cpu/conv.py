@@ -173,7 +173,7 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
         pieces = [lambda c0=c0, c1=c1: np.dot(w[c0:c1], x, out=y[c0:c1]) for c0, c1 in bounds]
     else:
         pieces = [lambda c0=c0, c1=c1: np.matmul(a, b[:, c0:c1], out=out[:, c0:c1]) for c0, c1 in bounds]
-    split = lanes.runner(pieces, ctx)
+    split = lanes.runner(pieces, ctx, bands=False)
 
     def run():
         if ctx.blas > 1:

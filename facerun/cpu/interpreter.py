@@ -265,7 +265,11 @@ class Executable:
         self.scratch = arena.Scratch()
         self.inputs = [(op.info, self.buffers[op.write]) for op in plan.ops if op.kind == "input"]
         self.outputs = [(name, _output_view(prog.values[vid], self.buffers)) for name, vid in prog.outputs]
+        before = lanes.dealt_bands()
         bound = [(op, self._bind(op, plan, self.scratch)) for op in plan.ops]
+        # a program none of whose steps deal bands to lanes (small maps: an embedder at batch 1) gives OpenBLAS all
+        # the threads, as there is no lane for its spinning threads to slow down
+        self.laned = lanes.dealt_bands() > before
         self.steps = [fn for _, fn in bound if fn is not None]
         self.kinds = [op.kind for op, fn in bound if fn is not None]  # for profiles: which kernel each step is
         # what the executable holds besides the program: its buffers, its scratch and its weights in their layouts
@@ -396,7 +400,7 @@ class Executable:
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         before = blas.current_threads()
         total = blas.default_threads()  # all of them, or one while the machine is busy
-        self.ctx.threads, self.ctx.blas = lanes.share(total)
+        self.ctx.threads, self.ctx.blas = lanes.share(total) if self.laned else (1, total)
         blas.set_threads(1)
         try:
             for name, buf in self.inputs:

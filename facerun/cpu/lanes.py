@@ -175,12 +175,22 @@ def _groups(lanes: list, threads: int) -> list:
 POOL = _Pool()
 
 
-def runner(lanes: list, ctx):
+_built = threading.local()  # bands dealt to lanes by the programs being built on this thread
+
+
+def runner(lanes: list, ctx, bands: bool = True):
     """One callable running `lanes` (callables) with this run's thread count (ctx.threads), in parallel when it is
-    above one."""
+    above one. `bands`: they are a step's bands (counted by `dealt_bands`), not the pieces of a split product."""
     if len(lanes) == 1:
         return lanes[0]
+    if bands:
+        _built.count = getattr(_built, "count", 0) + 1
     return lambda: POOL.run(lanes, ctx.threads)
+
+
+def dealt_bands() -> int:
+    """How many steps built on this thread so far dealt their bands to lanes (Executable compares before and after)."""
+    return getattr(_built, "count", 0)
 
 
 def sequence(fns: list):

@@ -102,7 +102,8 @@ def _products(d, v, m, y, u, ctx) -> list:
     if count == 1:
         return [first, whole, last]
     cuts = [(16 * k // count, 16 * (k + 1) // count) for k in range(count)]
-    split = lanes.runner([lambda a=a, b=b: np.matmul(v[a:b], u[a:b], out=m[a:b]) for a, b in cuts], ctx)
+    split = lanes.runner([lambda a=a, b=b: np.matmul(v[a:b], u[a:b], out=m[a:b]) for a, b in cuts], ctx,
+                          bands=False)
 
     def middle():
         if ctx.blas > 1:
