@@ -8,9 +8,10 @@
 MODEL is an .onnx file, a known model's name or a replica name (sface-arch, auraface-arch:16, ...). By default both
 sides run on one thread (set before numpy loads) and time is the process's CPU time, so other work on a shared machine
 adds little; medians. --threads N gives every side N threads (facerun's lanes and OpenBLAS, onnxruntime's intra-op
-pool, OpenCV's) and times wall clock, with a `one-lane` row: facerun built without lanes, so on one thread (a run
-keeps OpenBLAS on one), which shows what the lanes bring. --reference adds the plain NCHW reference interpreter (what ran before the fast
-path).
+pool, OpenCV's) and times wall clock, with a `one-lane` row: facerun built without lanes, whose products then get
+OpenBLAS's N threads (the interpreter as it ran before lanes); the sides share one process, so each waits 0.25 s for
+the last one's threads to stop spinning (for A/B figures of two checkouts, examples/cpu_wall.py runs one process
+each). --reference adds the plain NCHW reference interpreter (what ran before the fast path).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def medians(runs: dict, repeat: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeat):
         for k, fn in runs.items():
-            if THREADS > 1:  # the last side's thread pool may still spin (onnxruntime's, OpenCV's): let it park,
-                time.sleep(0.02)  # and give this side's threads one untimed run
+            if THREADS > 1:  # the last side's threads may still spin (OpenBLAS's ~0.1 s, onnxruntime's, OpenCV's):
+                time.sleep(0.25)  # let them park, and give this side's threads one untimed run
                 fn()
             t = clock()
             fn()

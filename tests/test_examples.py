@@ -138,6 +138,28 @@ def test_cpu_ratio_prints_a_ratio_per_model_and_for_detect(models_dir, data_dir)
     assert done.stdout.splitlines()[1].startswith("detect 427x240: facerun ")
 
 
+def test_cpu_ratio_on_threads_adds_the_one_lane_row(models_dir):
+    needs_module("onnxruntime")
+    done = run_example("cpu_ratio.py", "face_detection_yunet_2023mar.onnx", "--size", "320x256", "--repeat", "1",
+                       "--threads", "2")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("2 threads, wall clock")
+    got = lines[1]
+    assert got.startswith("face_detection_yunet_2023mar.onnx 320x256 batch 1: facerun ") and "one-lane" in got
+    assert float(got.split("one-lane ")[1].split()[0]) > 0
+
+
+def test_cpu_wall_prints_a_median_per_model(models_dir):
+    done = run_example("cpu_wall.py", "sface-arch-small", "sface-arch-small:2", "face_detection_yunet_2023mar.onnx",
+                       "--size", "160x96", "--repeat", "2")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("facerun ") and lines[0].endswith(str(ROOT))
+    assert [ln.rsplit(":", 1)[0] for ln in lines[1:]] == ["sface-arch-small 112x112 batch 1",
+                                                          "sface-arch-small:2 112x112 batch 2",
+                                                          "face_detection_yunet_2023mar.onnx 160x96 batch 1"]
+    assert all(float(ln.rsplit(" ", 2)[1]) > 0 for ln in lines[1:])
+
+
 def test_processes_ceiling_times_each_run_and_finds_the_same_faces(models_dir, data_dir, tmp_path):
     import shutil
 

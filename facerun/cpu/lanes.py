@@ -49,7 +49,7 @@ def share(total: int) -> tuple[int, int]:
     the lanes leave for the products outside lanes, where its threads can spin without taking a lane's core. Up to
     two threads both are lanes, and OpenBLAS stays on one: there is no core to spare for its spinning."""
     if total <= 2:
-        return max(1, total), 1
+        return max(1, min(MAX_LANES, total)), 1
     lanes = max(2, min(MAX_LANES, total // 2))
     return lanes, max(1, total - lanes)
 
