@@ -266,8 +266,8 @@ def _column_phases(x: np.ndarray, pads, scratch):
 
 def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     """A dense convolution reading NCHW x (the network's input, few channels): per band of output rows, columns
-    (C·kh·kw, pixels) gathered one tap at a time straight from the NCHW input (at stride 2, from its two column
-    phases), then one GEMM writing channels-last; bands keep the columns in cache (8 MB of them for a 640x480 input,
+    (C·kh·kw, pixels) gathered straight from the NCHW input (at stride 2, from its two column phases), then one GEMM
+    writing channels-last; bands keep the columns in cache (8 MB of them for a 640x480 input,
     gathered whole, cost twice the GEMM)."""
     n, oh, ow, cout = out.shape
     cin = x.shape[1]
@@ -284,11 +284,20 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     else:
         xp, pad_in = padder(x, st.pads, scratch, role="padc", nchw=True)
 
-    def tap(n0, n1, c, r0, r1, ky, kx):
-        rows = slice(ky * dh + sh * r0, ky * dh + sh * (r1 - 1) + 1, sh)
+    def taps(cols, n0, n1, r0, r1):
+        """(destination, source) copies filling a band's columns: one strided copy for every tap at once (at stride
+        2, one per column phase), where a copy per (channel, tap) held the GIL 27 times a band."""
+        shape = (n1 - n0, r1 - r0, ow)
         if phased:
-            return planes[kx % 2, n0:n1, c, rows, kx // 2 : kx // 2 + ow]
-        return xp[n0:n1, c, rows, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw]
+            ps = planes.strides
+            start = n0 * ps[1] + sh * r0 * ps[3]
+            return [(cols[:, :, p::2], strided(planes, (p * ps[0] + start) // 4, (cin, kh, (kw - p + 1) // 2, *shape),
+                                               (ps[2], dh * ps[3], 4, ps[1], sh * ps[3], 4)))
+                    for p in range(min(2, kw))]
+        xs = xp.strides
+        view = strided(xp, (n0 * xs[0] + sh * r0 * xs[2]) // 4, (cin, kh, kw, *shape),
+                       (xs[1], dh * xs[2], dw * xs[3], xs[0], sh * xs[2], sw * xs[3]))
+        return [(cols, view)]
 
     macs = n * oh * ow * k * cout
     pieces = []
@@ -296,8 +305,7 @@ def stem(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
     for (n0, n1, r0, r1), (lane, sc, c) in zip(blocks, dealt(len(blocks), macs, n * oh * ow * k, scratch, ctx)):
         rows = sc.get("cols", (k + biased, (n1 - n0) * (r1 - r0) * ow))
         cols = rows[:k].reshape(cin, kh, kw, n1 - n0, r1 - r0, ow)
-        copies = [(cols[c, ky, kx], tap(n0, n1, c, r0, r1, ky, kx))
-                  for c in range(cin) for ky in range(kh) for kx in range(kw)]
+        copies = taps(cols, n0, n1, r0, r1)
         mult = product(rows.T, wk, out[n0:n1, r0:r1].reshape(-1, cout), c)
         ones = rows[k] if biased else None
 
