@@ -283,3 +283,14 @@ def test_a_program_with_no_lane_steps_gives_openblas_every_thread(monkeypatch):
     assert not small.laned
     small.run(feeds)
     assert (small.ctx.threads, small.ctx.blas) == (1, 6)
+
+
+def test_the_benchmark_header_says_how_the_cpu_interpreter_shares_its_threads(monkeypatch):
+    from facerun.bench import machine
+
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "8")
+    info = machine.machine_info()
+    assert info["cpu_interpreter"] == {"threads": 8, "lanes": 4, "openblas": 4}
+    assert "CPU interpreter 8 threads: 4 lanes, OpenBLAS 4" in machine.describe_machine(info)
+    monkeypatch.setenv("FACERUN_CPU_THREADS", "1")
+    assert "CPU interpreter 1 thread: 1 lane, OpenBLAS 1" in machine.describe_machine(machine.machine_info())

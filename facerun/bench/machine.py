@@ -40,6 +40,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "blas": blas_info(),
+        "cpu_interpreter": cpu_interpreter_info(),
         "facerun": _version("facerun"),
         "onnxruntime": _version("onnxruntime"),
         "wgpu": _version("wgpu"),
@@ -47,6 +48,15 @@ def machine_info() -> dict:
         "load_average": _load_average(),
         "busy_before": cpu_busy_fraction(),
     }
+
+
+def cpu_interpreter_info() -> dict:
+    """The CPU interpreter's threads and how a laned program shares them (cpu/lanes.py), when the machine is idle."""
+    from ..cpu import lanes
+
+    total = lanes.threads()
+    count, openblas = lanes.share(total)
+    return {"threads": total, "lanes": count, "openblas": openblas}
 
 
 def cpu_busy_fraction(interval: float = 0.2) -> float | None:
@@ -179,6 +189,10 @@ def describe_machine(m: dict) -> str:
         cores += f" ({m['usable_cores']} usable)"
     parts = [f"{m.get('cpu', 'unknown CPU')}, {cores}", m.get("os", "?"), f"Python {m.get('python', '?')}",
              f"numpy {m.get('numpy', '?')} with {describe_blas(m.get('blas') or {})}"]
+    interp = m.get("cpu_interpreter")
+    if interp:
+        parts.append(f"CPU interpreter {interp['threads']} thread{'s' if interp['threads'] != 1 else ''}: "
+                     f"{interp['lanes']} lane{'s' if interp['lanes'] != 1 else ''}, OpenBLAS {interp['openblas']}")
     if m.get("onnxruntime"):
         parts.append(f"onnxruntime {m['onnxruntime']}")
     if m.get("env"):
