@@ -105,14 +105,11 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
 
     device, serial = path.split("-")[0], path.endswith("-serial")
     row = PhotoRow(path + ("+embed" if embed_model is not None else ""), workers=0 if serial else workers)
-    try:
-        detector = Detector(detector_model, device=device)
-        embedder = Embedder(embed_model, device=device) if embed_model is not None else None
-    except FacerunError as e:
-        if device == "gpu":
-            row.skipped = str(e)
-            return row
-        raise
+    models = _models(row, device, lambda: (Detector(detector_model, device=device),
+                                           Embedder(embed_model, device=device) if embed_model is not None else None))
+    if models is None:
+        return row
+    detector, embedder = models
     row.device = detector.device
     before = counters.snapshot()
     stats = LibraryStats()  # the clock starts here: models loaded, the device created
@@ -127,6 +124,18 @@ def facerun_row(path: str, photos: list, detector_model, embed_model, batch: int
     if device == "gpu" and detector.device == "cpu":
         row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
     return row
+
+
+def _models(row: PhotoRow, device: str, load) -> tuple | None:
+    """load()'s models, or None with the row marked skipped when a GPU path cannot load them (on the CPU the error
+    is the command's)."""
+    try:
+        return load()
+    except FacerunError as e:
+        if device != "gpu":
+            raise
+        row.skipped = str(e)
+        return None
 
 
 def _fill(row: PhotoRow, stats, paid: dict) -> float:
@@ -156,13 +165,10 @@ def processes_row(path: str, photos: list, detector_model, embed_model, batch: i
 
     device = path.split("-")[0]
     row = PhotoRow(path + ("+embed" if embed_model is not None else ""), processes=processes)
-    try:
-        embedder = Embedder(embed_model, device=device) if embed_model is not None else None
-    except FacerunError as e:
-        if device == "gpu":
-            row.skipped = str(e)
-            return row
-        raise
+    models = _models(row, device, lambda: (Embedder(embed_model, device=device) if embed_model is not None else None,))
+    if models is None:
+        return row
+    embedder = models[0]
     options = {"model": str(_card(detector_model).path), "device": device, "for_alignment": embedder is not None}
     stats = LibraryStats()
     devices = set()

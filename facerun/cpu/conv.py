@@ -152,27 +152,18 @@ def dealt(bands: int, macs: int, values: int, scratch, ctx) -> list[tuple[int, o
     return [(k, scratch.lane(k), ctx if n == 1 else lanes.ONE) for k in lanes.deal(bands, n)]
 
 
-def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
-    """out = a @ b. Inside a lane (ctx is lanes.ONE), or when small, one call on one BLAS thread; else on the
-    OpenBLAS threads this run leaves the lanes (ctx.blas) or, when it leaves none, split by output columns over the
-    lanes (ctx.threads of them at once)."""
-    m, n = out.shape
-    macs = m * a.shape[1] * n
+def threaded(call, macs: int, ctx, pieces: list | None = None):
+    """`call` (one matrix product) on the OpenBLAS threads this run leaves the lanes (ctx.blas), one when small or
+    inside a lane (ctx is lanes.ONE). With `pieces` (the same product in parts), those go over the lanes instead when
+    the run leaves OpenBLAS no thread of its own."""
     small = macs < blas.SMALL_MACS
-    parts = 1 if ctx is lanes.ONE else lanes.parts(macs, n, m)
 
     def whole():
         blas.set_threads(1 if small or ctx is lanes.ONE else ctx.blas)
-        np.matmul(a, b, out=out)
+        call()
 
-    if parts == 1:
+    if not pieces:
         return whole
-    bounds = [(n * k // parts, n * (k + 1) // parts) for k in range(parts)]
-    if m == 1 and b.T.flags.c_contiguous:  # one row: matrix-vector products over rows of the weights (numpy's
-        w, x, y = b.T, a[0], out[0]  # one-row matmul on a column block kept the GIL: no gain in two threads)
-        pieces = [lambda c0=c0, c1=c1: np.dot(w[c0:c1], x, out=y[c0:c1]) for c0, c1 in bounds]
-    else:
-        pieces = [lambda c0=c0, c1=c1: np.matmul(a, b[:, c0:c1], out=out[:, c0:c1]) for c0, c1 in bounds]
     split = lanes.runner(pieces, ctx, bands=False)
 
     def run():
@@ -183,6 +174,22 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
             split()
 
     return run
+
+
+def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, ctx):
+    """out = a @ b as `threaded` runs it, split by output columns over the lanes when it is large."""
+    m, n = out.shape
+    macs = m * a.shape[1] * n
+    parts = 1 if ctx is lanes.ONE else lanes.parts(macs, n, m)
+    pieces = None
+    if parts > 1:
+        bounds = [(n * k // parts, n * (k + 1) // parts) for k in range(parts)]
+        if m == 1 and b.T.flags.c_contiguous:  # one row: matrix-vector products over rows of the weights (numpy's
+            w, x, y = b.T, a[0], out[0]  # one-row matmul on a column block kept the GIL: no gain in two threads)
+            pieces = [lambda c0=c0, c1=c1: np.dot(w[c0:c1], x, out=y[c0:c1]) for c0, c1 in bounds]
+        else:
+            pieces = [lambda c0=c0, c1=c1: np.matmul(a, b[:, c0:c1], out=out[:, c0:c1]) for c0, c1 in bounds]
+    return threaded(lambda: np.matmul(a, b, out=out), macs, ctx, pieces)
 
 
 def _row_bands(a: np.ndarray, wk: np.ndarray, out2: np.ndarray, scratch, ctx):

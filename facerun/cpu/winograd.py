@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import blas
 from .. import program as P
 from . import lanes
-from .conv import bands, dealt, padder, product
+from .conv import bands, dealt, padder, product, threaded
 
 # Bytes of transformed tiles per block (the largest of the patch, transform and product buffers).
 TILE_BLOCK_BYTES = 1 << 20
@@ -88,31 +87,14 @@ def winograd(st: P.Conv, x: np.ndarray, out: np.ndarray, scratch, ctx):
 
 def _products(d, v, m, y, u, ctx) -> list:
     """The block's three products: the input transform, the 16 (tiles x Cin) x (Cin x Cout) products and the output
-    transform, each as conv.product runs one (the 16 split into groups when they go over the lanes)."""
+    transform, each as conv.threaded runs one (the 16 split into groups when they go over the lanes)."""
     first = product(INPUT_TRANSFORM, d, v.reshape(16, -1), ctx)
     last = product(OUTPUT_TRANSFORM, m.reshape(16, -1), y, ctx)
     macs = v.shape[1] * v.shape[2] * m.shape[2] * 16
-    small = macs < blas.SMALL_MACS
     count = 1 if ctx is lanes.ONE or macs < lanes.SPLIT_MACS else min(16, lanes.available())
-
-    def whole():
-        blas.set_threads(1 if small or ctx is lanes.ONE else ctx.blas)
-        np.matmul(v, u, out=m)
-
-    if count == 1:
-        return [first, whole, last]
     cuts = [(16 * k // count, 16 * (k + 1) // count) for k in range(count)]
-    split = lanes.runner([lambda a=a, b=b: np.matmul(v[a:b], u[a:b], out=m[a:b]) for a, b in cuts], ctx,
-                          bands=False)
-
-    def middle():
-        if ctx.blas > 1:
-            whole()
-        else:
-            blas.set_threads(1)
-            split()
-
-    return [first, middle, last]
+    pieces = [lambda a=a, b=b: np.matmul(v[a:b], u[a:b], out=m[a:b]) for a, b in cuts] if count > 1 else None
+    return [first, threaded(lambda: np.matmul(v, u, out=m), macs, ctx, pieces), last]
 
 
 def _block(block):
