@@ -105,21 +105,81 @@ def conv_step(case, act=None, residual=False, bias=True):
     return bld.program(y), feeds, act_ref(want, act)
 
 
+# 3x3 at stride 1 from 16 input channels or more: the plan takes Winograd F(2x2, 3x3), unless its products would not
+# run on the tiled kernel ("few output channels, long K": 2 x 32 products are the direct kernel's)
+WINOGRAD_CASES = {"dense 3x3", "wide 128x128 tile", "split-K natural (4x4x256)"}
+IM2COL = {"force_winograd": False}
+
+
 @pytest.mark.parametrize("name", list(CONV_CASES))
 def test_convolution_matches_the_definition(gpu_model, name):
     prog, feeds, want = conv_step(CONV_CASES[name])
     gp = gpu_model.compile(prog)
     kernel = gp.conv_plans[0][1].split()[0]
-    expected = "direct" if "(direct)" in name else "depthwise" if "depthwise" in name else "tiled"
+    expected = ("direct" if "(direct)" in name else "depthwise" if "depthwise" in name
+                else "winograd" if name in WINOGRAD_CASES else "tiled")
     assert kernel == expected, gp.conv_plans
     got = gp.run(feeds)[prog.outputs[0][0]]
     ok, worst = close(got, want)
     assert ok, f"{name} ({gp.conv_plans[0][1]}): off by {worst}"
 
 
+@pytest.mark.parametrize("name", sorted(WINOGRAD_CASES))
+def test_the_same_convolutions_by_im2col(gpu_model, name):
+    prog, feeds, want = conv_step(CONV_CASES[name])
+    gp = gpu_model.compile(prog, force=IM2COL)
+    assert gp.conv_plans[0][1].startswith("tiled"), gp.conv_plans
+    ok, worst = close(gp.run(feeds)[prog.outputs[0][0]], want)
+    assert ok, f"{name} ({gp.conv_plans[0][1]}): off by {worst}"
+
+
+WINOGRAD_SHAPES = {
+    # (batch, cin, h, w, cout, 3, 1, pads, 1, 1): odd output sizes crop the last tiles' second row or column
+    "odd sizes, batch 2, asymmetric pads": (2, 20, 9, 11, 36, 3, 1, (1, 0, 2, 1), 1, 1),
+    "no padding, batch 3": (3, 12, 8, 7, 24, 3, 1, (0, 0, 0, 0), 1, 1),
+    "one tile of 2x2": (1, 8, 4, 4, 8, 3, 1, (0, 0, 0, 0), 1, 1),
+    "more padding than the window": (1, 16, 5, 6, 16, 3, 1, (2, 3, 2, 1), 1, 1),
+    "long K, few output channels": (1, 96, 6, 6, 3, 3, 1, (1, 1, 1, 1), 1, 1),
+}
+
+
+@pytest.mark.parametrize("force", [{}, {"force_splits": 3}, {"force_tile": "64x64"}], ids=["planned", "split", "tile"])
+@pytest.mark.parametrize("name", list(WINOGRAD_SHAPES))
+def test_winograd_matches_the_definition(gpu_model, name, force):
+    """Forced onto any 3x3 stride-1 shape (the plan takes it only from 16 input channels), with a residual and PReLU
+    in the output transform's epilogue, its products on a forced split or tile."""
+    case = WINOGRAD_SHAPES[name]
+    act = P.Activation("prelu", slope=randn(case[4], scale=0.3))
+    prog, feeds, want = conv_step(case, act=act, residual=True)
+    gp = gpu_model.compile(prog, force={"force_winograd": True, **force})
+    plan = gp.conv_plans[0][1]
+    assert plan.startswith("winograd F(2x2,3x3) + tiled") and gp.kernels["winograd"] == 2, plan
+    if "force_splits" in force and case[1] >= 48:  # K = input channels: three splits from 48
+        assert "split-K" in plan and gp.kernels["conv_direct"] == 1  # the products' reduce pass
+    ok, worst = close(gp.run(feeds)[prog.outputs[0][0]], want)
+    assert ok, f"{name} ({plan}): off by {worst}"
+
+
+def test_winograd_writes_a_fused_nhwc_transpose(gpu_model):
+    """A head's NHWC Transpose folded into a Winograd convolution: the output transform writes that layout."""
+    bld = Builder()
+    x = bld.input("x", (1, 16, 7, 9))
+    weight = randn(12, 16, 3, 3, scale=0.1)
+    y = bld.step(P.Conv, (1, 12, 7, 9), x=x, weight=weight, bias=randn(12), groups=1, stride=(1, 1),
+                 dilation=(1, 1), pads=(1, 1, 1, 1))
+    z = bld.step(P.Copy, (1, 7, 9, 12), x=y, strides=(12 * 63, 9, 1, 63), offset=0)
+    prog = bld.program(z)
+    gp = gpu_model.compile(prog)
+    assert gp.conv_plans[0][1].startswith("winograd") and "copy" not in gp.kernels, (gp.conv_plans, gp.kernels)
+    feeds = {"x": randn(1, 16, 7, 9)}
+    want = conv_reference(feeds["x"], weight, prog.steps[0].bias, (1, 1), (1, 1, 1, 1), 1).transpose(0, 2, 3, 1)
+    ok, worst = close(gp.run(feeds)[prog.outputs[0][0]], want)
+    assert ok, worst
+
+
 def test_natural_and_forced_split_k(gpu_model):
     prog, feeds, want = conv_step(CONV_CASES["split-K natural (4x4x256)"])
-    natural = gpu_model.compile(prog)
+    natural = gpu_model.compile(prog, force=IM2COL)
     assert "split-K" in natural.conv_plans[0][1] and natural.kernels.get("conv_direct") == 1  # the reduce pass
     prog, feeds, want = conv_step(CONV_CASES["dense 3x3"], act=P.Activation("relu"))
     forced = gpu_model.compile(prog, force={"force_splits": 3})
@@ -136,16 +196,19 @@ def test_every_tile_variant(gpu_model, tile):
     assert ok, f"tile {tile}: off by {worst}"
 
 
-@pytest.mark.parametrize("kind", ["tiled", "depthwise", "direct", "split"])
+@pytest.mark.parametrize("kind", ["tiled", "winograd", "depthwise", "direct", "split"])
 def test_fused_prelu_and_residual(gpu_model, kind):
     case = {"tiled": (2, 16, 7, 9, 24, 3, 1, (1, 1, 1, 1), 1, 1),
+            "winograd": (2, 16, 7, 9, 24, 3, 1, (1, 1, 1, 1), 1, 1),
             "depthwise": (1, 12, 8, 8, 12, 3, 1, (1, 1, 1, 1), 12, 1),
             "direct": (1, 6, 8, 6, 4, 3, 1, (1, 1, 1, 1), 2, 1),
             "split": (1, 64, 5, 5, 32, 3, 1, (1, 1, 1, 1), 1, 1)}[kind]
     act = P.Activation("prelu", slope=randn(case[4], scale=0.3))
     prog, feeds, want = conv_step(case, act=act, residual=True)
-    gp = gpu_model.compile(prog, force={"force_splits": 4} if kind == "split" else None)
-    assert kind in gp.conv_plans[0][1] or (kind == "split" and "split-K" in gp.conv_plans[0][1])
+    force = {"split": {"force_splits": 4}, "tiled": IM2COL}.get(kind)
+    gp = gpu_model.compile(prog, force=force)
+    plan = gp.conv_plans[0][1]
+    assert plan.startswith(kind) or (kind == "split" and "split-K" in plan), plan
     ok, worst = close(gp.run(feeds)[prog.outputs[0][0]], want)
     assert ok, f"{kind}: off by {worst}"
 

@@ -3,6 +3,7 @@ the weights go to a stand-in store."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 import pytest
@@ -33,6 +34,14 @@ def by_node(low) -> dict[str, list]:
 
 def assert_runs_plan(dispatches: list, want, pointwise: bool) -> None:
     """The dispatches of one convolution are exactly what `want` (plan_conv's answer) says."""
+    if want.kernel == "winograd":  # input transform, the products (the tiled pointwise kernel), output transform
+        first, *products, last = dispatches
+        assert (first.kernel, last.kernel) == (K.WINOGRAD_INPUT, K.WINOGRAD_OUTPUT)
+        assert first.groups == want.input_grid[:2] and last.groups == want.output_grid[:2]
+        assert first.plan is last.plan is want and all(d.plan is want for d in products)
+        products[0] = dataclasses.replace(products[0], plan=want.gemm)
+        assert_runs_plan(products, want.gemm, True)
+        return
     main, *rest = dispatches
     assert main.plan == want
     assert main.groups == want.grid[:2]
@@ -77,6 +86,8 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits):
     assert kinds, "the model has convolutions"
     if name == "yunet-arch":
         assert {"tiled", "depthwise"} <= kinds
+    if name == "auraface-arch-small":  # its 3x3 layers, its stem and strided ones not
+        assert {"winograd", "tiled"} <= kinds
 
 
 def test_forced_tiles_and_splits_reach_every_tiled_convolution():

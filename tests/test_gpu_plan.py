@@ -15,6 +15,7 @@ from facerun.gpu.plan import (
     ConvShape,
     Limits,
     PlanError,
+    WinogradPlan,
     broadcast_strides,
     choose_tile,
     grid,
@@ -57,7 +58,7 @@ IRESNET_B16 = {
 @pytest.mark.parametrize("layer", list(IRESNET_B16))
 def test_iresnet_layers_get_the_measured_tiles(layer):
     cin, hw, cout, s = layer
-    p = plan_conv(conv(16, cin, hw, cout, s=s), BIG)
+    p = plan_conv(conv(16, cin, hw, cout, s=s), BIG, force_winograd=False)  # the layers' im2col plans
     tile, splits = IRESNET_B16[layer]
     assert (p.tile, p.splits) == (TILES[tile], splits)
     assert p.workgroups >= TARGET_WORKGROUPS // 2
@@ -65,7 +66,7 @@ def test_iresnet_layers_get_the_measured_tiles(layer):
 
 def test_long_k_with_few_tiles_is_split_into_enough_workgroups():
     # 7x7x512 at batch 1: a handful of tiles; K = 4608 is cut so the GPU gets a few hundred workgroups
-    p = plan_conv(conv(1, 512, 7, 512), BIG)
+    p = plan_conv(conv(1, 512, 7, 512), BIG, force_winograd=False)
     assert p.splits > 1
     assert p.k_chunk % p.tile.bk == 0 and p.k_chunk >= 128
     assert (p.splits - 1) * p.k_chunk < p.kpad <= p.splits * p.k_chunk
@@ -97,8 +98,8 @@ def test_plans_are_a_function_of_shape_and_limits():
     s = conv(4, 128, 28, 128)
     assert plan_conv(s, BIG) == plan_conv(s, BIG)
     # the batch is folded into N: a larger batch makes more tiles and needs less (or no) splitting
-    assert plan_conv(conv(1, 256, 14, 256), BIG).splits > plan_conv(conv(16, 256, 14, 256), BIG).splits
-    assert plan_conv(conv(64, 256, 14, 256), BIG).splits == 1
+    assert plan_conv(conv(1, 256, 14, 256, k=1), BIG).splits > plan_conv(conv(16, 256, 14, 256, k=1), BIG).splits
+    assert plan_conv(conv(64, 256, 14, 256, k=1), BIG).splits == 1
 
 
 def test_tiles_respect_device_limits():
@@ -128,7 +129,7 @@ def test_grids_fold_into_two_dimensions():
     with pytest.raises(PlanError):
         grid(100 * 100 + 1, lim)
     # a convolution whose tiles exceed one dimension folds too
-    p = plan_conv(conv(1, 16, 512, 16), Limits(max_workgroups_per_dim=300))
+    p = plan_conv(conv(1, 16, 512, 16), Limits(max_workgroups_per_dim=300), force_winograd=False)
     assert p.grid[0] <= 300 and p.grid[0] * p.grid[1] >= p.workgroups
 
 
@@ -201,3 +202,54 @@ def test_pace_rest_keeps_the_share():
     assert pace.get_pace() == (2, pace.MIN_SHARE)
     pace.set_pace(None, None)
     assert pace.get_pace() == (None, 1.0)
+
+
+# ------------------------------------------------------------------------------------------------- winograd
+
+
+def test_winograd_takes_3x3_stride_1_convolutions_from_16_input_channels():
+    for shape in (conv(16, 64, 56, 64), conv(1, 512, 7, 512), conv(1, 16, 80, 16), conv(1, 64, 80, 2),
+                  conv(1, 256, 14, 256, pad=0)):
+        p = plan_conv(shape, BIG)
+        assert isinstance(p, WinogradPlan), shape
+        assert p.tiles == shape.batch * -(-shape.oh // 2) * -(-shape.ow // 2)
+        assert p.describe().startswith("winograd F(2x2,3x3) + tiled")
+    stem = plan_conv(conv(16, 3, 112, 64), BIG)  # 3 input channels: the transforms cost more than they save
+    strided = plan_conv(conv(16, 64, 112, 64, s=2), BIG)
+    five = plan_conv(conv(1, 64, 40, 64, k=5), BIG)
+    grouped = plan_conv(conv(1, 64, 40, 64, groups=4), BIG)
+    dilated = plan_conv(ConvShape(1, 64, 40, 40, 64, 40, 40, 1, (3, 3), (1, 1), (2, 2), (2, 2, 2, 2)), BIG)
+    depthwise = plan_conv(conv(1, 64, 40, 64, groups=64), BIG)
+    assert [p.kernel for p in (stem, strided, five, grouped, dilated, depthwise)] == ["tiled"] * 5 + ["depthwise"]
+
+
+def test_winograd_products_are_a_16_group_pointwise_gemm():
+    s = conv(16, 128, 28, 256)
+    p = plan_conv(s, BIG)
+    g = p.gemm
+    assert g.kernel == "tiled" and g.pointwise and g.groups == 16
+    assert g.mpad % g.tile.bm == 0 and g.mpad >= 256 and g.kpad >= 128  # M = output channels, K = input channels
+    assert g.tiles_n == -(-p.tiles // g.tile.bn)
+    assert p.input_grid[0] * p.input_grid[1] * 256 >= 128 * p.tiles  # a thread per (channel, tile)
+    assert p.output_grid[0] * p.output_grid[1] * 256 >= 256 * p.tiles
+    # the same layer at any batch takes Winograd: one set of transformed weights serves every batch
+    assert all(isinstance(plan_conv(conv(b, 128, 28, 256), BIG), WinogradPlan) for b in (1, 2, 4, 8, 16))
+
+
+def test_winograd_forcing():
+    s = conv(1, 64, 14, 64)
+    assert plan_conv(s, BIG, force_winograd=False).kernel == "tiled"
+    assert plan_conv(s, BIG, force_tile="32x64").kernel == "tiled"  # a forced tile is im2col's ...
+    p = plan_conv(s, BIG, force_tile="32x64", force_splits=2, force_winograd=True)  # ... unless Winograd is forced
+    assert p.kernel == "winograd" and p.tile == TILES["32x64"] and p.splits == 2 and p.gemm.partial
+    assert plan_conv(conv(1, 8, 14, 8), BIG).kernel == "tiled"
+    assert plan_conv(conv(1, 8, 14, 8), BIG, force_winograd=True).kernel == "winograd"
+    assert plan_conv(conv(1, 8, 14, 8, s=2), BIG, force_winograd=True).kernel == "tiled"  # only where it applies
+
+
+def test_winograd_falls_back_to_im2col_when_its_planes_exceed_a_binding():
+    # 64 channels at 112x112, batch 16: the 16 input planes are 205 MB (the input 51 MB)
+    s = conv(16, 64, 112, 64)
+    assert plan_conv(s, BIG).kernel == "winograd"
+    p = plan_conv(s, Limits(max_binding=128 << 20))
+    assert p.kernel == "tiled" and p.tile is not None

@@ -45,13 +45,21 @@ def test_tune_times_every_distinct_convolution_and_the_program(gpu):
     report = json.loads(out.stdout)
     assert report["model"] == "every-op" and report["shape"] == list(prog.input_shape)
     assert sum(row["count"] for row in report["convs"]) == len(convs)
+    both_ways = 0
     for row in report["convs"]:
         labels = [v["variant"] for v in row["variants"]]
-        assert labels == ["planned", "tile 32x64", "planned, no split"]
+        ways = labels[1:-2]  # a 3x3 at stride 1 is timed both ways
+        assert labels[0] == "planned" and labels[-2:] == ["tile 32x64", "planned, no split"]
+        assert ways in ([], ["im2col", "winograd"])
         for v in row["variants"]:
             assert "error" in v or (v["us"] >= 0 and v["plan"])
-        forced = row["variants"][1]
+        forced = row["variants"][-2]
         assert "error" in forced or forced["plan"].startswith("tiled 32x64")
+        if ways:
+            both_ways += 1
+            im2col, winograd = row["variants"][1:3]
+            assert im2col["plan"].startswith("tiled") and winograd["plan"].startswith("winograd")
+    assert both_ways, "every-op has a 3x3 convolution at stride 1"
     p = report["program"]
     assert p["dispatches"] == sum(p["kernels"].values()) >= len(prog.steps)
     assert p["run_ms_min"] <= p["run_ms_median"] and p["gpu_ms"] >= 0 and p["encode_ms"] > 0

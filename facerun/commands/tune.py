@@ -31,8 +31,11 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 @click.option("--all-tiles", is_flag=True, help="Time every tile of the plan's table too (and the plan without split).")
 @click.option("--tiles", default="", help="Tile specs to time too, comma-separated (e.g. 128x128/8x8/u4).")
 @click.option("--no-convs", is_flag=True, help="Only the whole program.")
+@click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="The whole program's 3x3 stride-1 convolutions: Winograd where the plan finds it faster, wherever "
+                   "it applies, or never.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def command(model, shape, repeat, all_tiles, tiles, no_convs, as_json):
+def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json):
     """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate (and, with
     --all-tiles or --tiles, those of other tiles), then the whole program's GPU time, run time and encoding time.
 
@@ -50,7 +53,8 @@ def command(model, shape, repeat, all_tiles, tiles, no_convs, as_json):
     shape = parse_shape(shape) or net.default_shape(1)
     prog = net.program(shape)
     extra = (list(TILES) if all_tiles else []) + [t for t in tiles.split(",") if t]
-    report = {"model": net.label, **T.tune(prog, repeat, extra, convs=not no_convs)}
+    force = {"on": {"force_winograd": True}, "off": {"force_winograd": False}}.get(winograd)
+    report = {"model": net.label, **T.tune(prog, repeat, extra, convs=not no_convs, force=force)}
     if as_json:
         print_json(report)
         return

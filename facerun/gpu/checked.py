@@ -209,7 +209,9 @@ class CheckedGpu:
         if twin is None:
             return False
         one = one_conv_program(small, twin)
-        gp = self.model.compile_once(one, {"force_tile": plan.tile.name, "force_splits": plan.splits})
+        force = {"force_tile": plan.tile.name, "force_splits": plan.splits,
+                 "force_winograd": plan.kernel == "winograd"}  # Winograd's products are the tiled kernel's
+        gp = self.model.compile_once(one, force)
         if key not in gp.kernel_keys:
             return False
         inputs = test_inputs(one)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
 
-from .plan import FLAT, ConvPlan, GemmPlan, Tile
+from .plan import FLAT, ConvPlan, GemmPlan, Tile, WinogradPlan
 
 UNIFORM_BINDING = 0  # the dispatch's Params
 READ_BINDINGS = (1, 2, 3, 4, 6)  # the read-only storage bindings, in the order a dispatch lists its reads
@@ -215,6 +215,9 @@ def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
 DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True, trusted=True)
 DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True, trusted=True)
 SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
+# Winograd F(2x2, 3x3)'s transforms: one guarded thread per (channel, tile), planes sized by the lowering
+WINOGRAD_INPUT = Kernel("winograd.wgsl", "input", epilogue=True, trusted=True)
+WINOGRAD_OUTPUT = Kernel("winograd.wgsl", "output", epilogue=True, trusted=True)
 
 
 @cache
@@ -223,8 +226,11 @@ def gemv(rows: int, vec4: bool) -> Kernel:
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
-def conv_kernel(plan: ConvPlan) -> Kernel:
-    """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it)."""
+def conv_kernel(plan: ConvPlan | WinogradPlan) -> Kernel:
+    """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it): for
+    Winograd, that of its products."""
+    if plan.kernel == "winograd":
+        return conv_kernel(plan.gemm)
     if plan.kernel == "depthwise":
         return DEPTHWISE_CONV
     if plan.kernel == "direct":

@@ -17,13 +17,22 @@ import numpy as np
 
 from .. import program as P
 from . import kernels as K
-from .memory import SlotPlanner, channel_slopes, channels_of, epilogue_data, im2col_taps, pack_conv_weights
+from .memory import (
+    SlotPlanner,
+    channel_slopes,
+    channels_of,
+    epilogue_data,
+    im2col_taps,
+    pack_conv_weights,
+    winograd_weights,
+)
 from .plan import (
     ConvPlan,
     ConvShape,
     GemmPlan,
     Limits,
     PlanError,
+    WinogradPlan,
     broadcast_strides,
     contiguous_strides,
     flat_grid,
@@ -419,12 +428,49 @@ class _Lowering:
         fused = self.fused.get(id(st))
         act = fused.act if fused is not None and fused.act is not None else st.act
         nhwc = fused is not None and fused.nhwc
+        if isinstance(plan, WinogradPlan):
+            self._winograd(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
+            return
         self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
 
+    def _winograd(self, s: ConvShape, plan: WinogradPlan, weight, bias, act, x_ref, res_ref, out, nhwc) -> None:
+        """The input transform into 16 planes, their 16 products (the tiled pointwise kernel, one group each, on the
+        transformed weights) and the output transform with the epilogue; each dispatch carries the whole plan, so a
+        check forcing it runs all three."""
+        self.out.conv_plans.append((self.node, plan.describe()))
+        cout, t = s.cout, plan.tiles
+        slope_at = cout if act is not None and act.kind == "prelu" else 0
+        p = K.act_params(act, cout, slope_at)
+        p.update(has_bias=int(bias is not None), has_res=int(res_ref is not None), cin=s.cin, cout=cout, h=s.h, w=s.w,
+                 oh=s.oh, ow=s.ow, pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
+        if nhwc:
+            p.update(out_b=s.oh * s.ow * cout, out_c=1, out_p=cout)
+        else:
+            p.update(out_b=cout * s.oh * s.ow, out_c=s.oh * s.ow, out_p=1)
+        epi_buf = self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
+        planes = self.slots.take(16 * s.cin * t * 4)
+        gx, gy, row = plan.input_grid
+        self._add(K.WINOGRAD_INPUT, dict(p, count=s.cin * t, row=row), [x_ref], ("slot", planes), (gx, gy), plan)
+        products = self.slots.take(16 * cout * t * 4)
+        g = plan.gemm
+        wbuf = self._const_of("winograd weights", (weight,), (g.kpad, g.mpad),
+                              lambda: pack_conv_weights(winograd_weights(weight), 16, g.kpad, g.mpad))
+        gemm = ConvShape(batch=1, cin=16 * s.cin, h=1, w=t, cout=16 * cout, oh=1, ow=t, groups=16)
+        self._conv_dispatch(gemm, g, None, None, None, ("slot", planes), None, ("slot", products), wbuf=wbuf,
+                            owner=plan)
+        self.slots.give(planes)
+        gx, gy, row = plan.output_grid
+        self._add(K.WINOGRAD_OUTPUT, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
+                  out, (gx, gy), plan)
+        self.slots.give(products)
+
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
-                       nhwc: bool = False, source=None) -> None:
-        """`source`: the array `weight` is a view of (the identity its derived buffers are kept by)."""
+                       nhwc: bool = False, source=None, wbuf=None, owner=None) -> None:
+        """`source`: the array `weight` is a view of (the identity its derived buffers are kept by). `wbuf`: the
+        packed weights when the caller made them (Winograd's products); `owner`: the plan the dispatches carry when
+        this convolution is part of another's (Winograd's), which then also names it in `conv_plans`."""
         source = weight if source is None else source
+        owner = owner or plan
         cout, oh, ow = s.cout, s.oh, s.ow
         slope_at = cout if act is not None and act.kind == "prelu" else 0
         ohw = oh * ow
@@ -432,7 +478,8 @@ class _Lowering:
         nchw = dict(out_b=cout * ohw, out_c=ohw, out_p=1)
         layout = dict(out_b=ohw * cout, out_c=1, out_p=cout) if nhwc else nchw
         epi_buf = self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
-        self.out.conv_plans.append((self.node, plan.describe()))
+        if owner is plan:
+            self.out.conv_plans.append((self.node, plan.describe()))
         kernel = K.conv_kernel(plan)
         # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
         (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
@@ -446,8 +493,10 @@ class _Lowering:
             reads = [x_ref, self._const_of("conv weights", (source,), (), lambda: weight), epi_buf, res_ref]
             self._add(kernel, p, reads, out, plan.grid[:2], plan)
             return
-        wbuf = self._const_of("packed conv weights", (source,), (s.groups, plan.kpad, plan.mpad),
-                              lambda: pack_conv_weights(np.asarray(weight, np.float32), s.groups, plan.kpad, plan.mpad))
+        if wbuf is None:
+            wbuf = self._const_of("packed conv weights", (source,), (s.groups, plan.kpad, plan.mpad),
+                                  lambda: pack_conv_weights(np.asarray(weight, np.float32), s.groups, plan.kpad,
+                                                            plan.mpad))
         p = dict(common, n=s.batch * ohw, k=s.k, kpad=plan.kpad, mpad4=plan.mpad // 4, ohw=ohw, k_chunk=plan.k_chunk,
                  splits=plan.splits, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, count=plan.workgroups)
         # split K: the partial sums stay NCHW, the reduce pass writes the layout
@@ -455,16 +504,16 @@ class _Lowering:
                                                           lambda: im2col_taps(s))
         if not plan.partial:
             p.update(layout)
-            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], plan)
+            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner)
             return
         # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
         scratch = self.slots.take(plan.splits * total * 4)
         p.update(nchw)
-        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], plan)
+        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], owner)
         rx, ry, rrow = plan.reduce_grid
         rp = dict(common, row=rrow, oh=oh, splits=plan.splits, quads=0)
         rp.update(layout)
-        self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), plan)
+        self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), owner)
         self.slots.give(scratch)
 
 

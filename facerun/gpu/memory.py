@@ -167,6 +167,15 @@ def pack_conv_weights(weight: np.ndarray, groups: int, kpad: int, mpad: int) -> 
     return out
 
 
+def winograd_weights(weight: np.ndarray) -> np.ndarray:
+    """OIHW 3x3 weights as Winograd F(2x2, 3x3)'s products take them: U = G g Gᵀ of every filter, as the weights of
+    a 16-group 1x1 convolution (group e = 4a + b holds U[a, b] of every output channel), in float32."""
+    from ..cpu.winograd import transformed_weights  # the CPU's transform: one definition of G
+
+    u = transformed_weights(np.asarray(weight, np.float32))  # (16, cin, cout)
+    return np.ascontiguousarray(u.transpose(0, 2, 1)).reshape(16 * weight.shape[0], weight.shape[1], 1, 1)
+
+
 def im2col_taps(s: ConvShape) -> np.ndarray:
     """Per k = (ci, ky, kx) of a group: (ci, ky * dh, kx * dw, 0) as int32, for the tiled kernel's gather (the same
     for every input size, so one table serves every program of a model)."""

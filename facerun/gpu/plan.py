@@ -246,8 +246,17 @@ def fits(tile: Tile, limits: Limits) -> bool:
 
 @lru_cache(maxsize=8192)  # a pure function, asked again for every layer of every new input size
 def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None = None,
-              force_tile: str | None = None) -> ConvPlan:
-    """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` are for tests and tuning."""
+              force_tile: str | None = None, force_winograd: bool | None = None) -> ConvPlan | WinogradPlan:
+    """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` (tests, tuning, the GPU check)
+    fix the tiled kernel's; `force_winograd` True takes Winograd wherever the shape suits it, False never, None
+    (the default) where it wins, unless a tile or split is forced (those are im2col's, unless it is True too)."""
+    if force_winograd is None:
+        force_winograd = None if force_tile is None and force_splits is None else False
+    if force_winograd is not False and winograd_suits(s) and (force_winograd or winograd_wins(s)):
+        try:
+            return plan_winograd(s, limits, force_splits, force_tile)
+        except PlanError:
+            pass  # the transformed planes exceed a binding: im2col
     m, n, k, g = s.m, s.n, s.k, s.groups
     in_bytes = s.batch * s.cin * s.h * s.w * 4
     out_values = s.batch * s.cout * s.oh * s.ow
@@ -285,6 +294,68 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
     main = grid(tiles * splits, limits)
     reduce = flat_grid(out_values, limits) if splits > 1 else None
     return ConvPlan("tiled", tile, splits, k_chunk, kpad, mpad, tiles_m, tiles_n, main, reduce, g, s.pointwise)
+
+
+# --------------------------------------------------------------------------------------------------- winograd
+
+# Winograd F(2x2, 3x3) on the GPU: a 3x3 convolution at stride 1 as an input transform (each 4x4 patch to 16 values),
+# 16 products of M = output channels, K = input channels, N = 2x2 tiles (the tiled kernel's pointwise form, one group
+# per transformed position) and an output transform with the epilogue: 2.25x fewer multiplies, at the cost of writing
+# and reading the 16 transformed planes of the input (4x its size) and of the products (4x the output's).
+# Measured on an H200 (`facerun tune --json`, every 3x3 stride-1 layer of the AuraFace replica at batch 1 and 16 and of
+# RetinaFace, SCRFD and YOLOv5-face at 640x640): Winograd won on every layer with 16 or more input channels, 1.05x
+# (64 channels at 56x56, batch 16: memory bound) to 3.5x, down to a 7x7 map of one image (16 tiles, 1.15x); from 3
+# input channels (a stem) it lost 2-4x. The rule depends on neither the batch nor the input size, so a model's
+# programs share one set of transformed weights: two sets, im2col's and Winograd's, outgrew the resident-weight budget
+# (AuraFace at batch 16 ran 40 ms with its weights uploaded per run).
+WINOGRAD_MIN_CHANNELS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class WinogradPlan:
+    """A 3x3 stride-1 convolution as Winograd F(2x2, 3x3): the transforms' grids and the products' tiled plan."""
+
+    gemm: ConvPlan  # the 16 products, as a grouped pointwise convolution (groups 16, N = tiles)
+    th: int  # 2x2 tiles per column and per row of the output
+    tw: int
+    tiles: int  # batch * th * tw
+    input_grid: tuple[int, int, int]  # one thread per (input channel, tile)
+    output_grid: tuple[int, int, int]  # one thread per (output channel, tile)
+    kernel: str = "winograd"
+
+    @property
+    def tile(self) -> Tile | None:  # what a check forces, with `splits`, to run the same products on a small layer
+        return self.gemm.tile
+
+    @property
+    def splits(self) -> int:
+        return self.gemm.splits
+
+    def describe(self) -> str:
+        return "winograd F(2x2,3x3) + " + self.gemm.describe()
+
+
+def winograd_suits(s: ConvShape) -> bool:
+    """Whether the shape is one Winograd F(2x2, 3x3) computes (not whether it is faster)."""
+    return (s.kernel == (3, 3) and s.stride == (1, 1) and s.dilation == (1, 1) and s.groups == 1
+            and s.oh >= 2 and s.ow >= 2)
+
+
+def winograd_wins(s: ConvShape) -> bool:
+    """Whether Winograd beats im2col for a shape that suits it (measured on an H200: see WINOGRAD_MIN_CHANNELS)."""
+    return s.cin >= WINOGRAD_MIN_CHANNELS
+
+
+def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
+                  force_tile: str | None = None) -> WinogradPlan:
+    """The Winograd plan of a shape that suits it; PlanError when its transformed planes exceed a binding."""
+    th, tw = ceil_div(s.oh, 2), ceil_div(s.ow, 2)
+    tiles = s.batch * th * tw
+    products = ConvShape(batch=1, cin=16 * s.cin, h=1, w=tiles, cout=16 * s.cout, oh=1, ow=tiles, groups=16)
+    gemm = plan_conv(products, limits, force_splits, force_tile, False)
+    if gemm.tile is None:
+        raise PlanError("the Winograd products need the tiled kernel")
+    return WinogradPlan(gemm, th, tw, tiles, flat_grid(s.cin * tiles, limits), flat_grid(s.cout * tiles, limits))
 
 
 # ------------------------------------------------------------------------------------------------- gemm / gemv

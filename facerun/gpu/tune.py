@@ -16,7 +16,9 @@ import time
 import numpy as np
 
 from .. import program as P
+from .lower import conv_shape
 from .model import GpuModel, one_conv_program
+from .plan import PlanError, plan_conv
 from .runner import GpuProgram
 
 
@@ -43,6 +45,8 @@ def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -
         one = one_conv_program(prog, dataclasses.replace(st, residual=None))
         macs = one.macs
         variants: list[tuple[str, dict | None]] = [("planned", None)]
+        if _winograd_applies(conv_shape(one, one.steps[0]), model):  # a 3x3 at stride 1: timed both ways
+            variants += [("im2col", {"force_winograd": False}), ("winograd", {"force_winograd": True})]
         variants += [(f"tile {name}", {"force_tile": name}) for name in tiles]
         if tiles:
             variants.append(("planned, no split", {"force_splits": 1}))
@@ -61,9 +65,17 @@ def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -
     return list(seen.values())
 
 
-def program_row(model: GpuModel, prog: P.Program, repeat: int) -> dict:
-    """The whole program: dispatches, kernels, GPU time, run time (median, min), encoding time, device memory."""
-    gp = model.compile(prog)
+def _winograd_applies(shape, model: GpuModel) -> bool:
+    try:
+        return plan_conv(shape, model.dev.limits, force_winograd=True).kernel == "winograd"
+    except PlanError:
+        return False
+
+
+def program_row(model: GpuModel, prog: P.Program, repeat: int, force: dict | None = None) -> dict:
+    """The whole program: dispatches, kernels, GPU time, run time (median, min), encoding time, device memory.
+    `force`: every convolution's plan forced so (GpuModel.compile)."""
+    gp = model.compile(prog, force)
     feeds = {name: np.random.default_rng(0).uniform(-1, 1, prog.values[vid].shape).astype(np.float32)
              for name, vid in prog.inputs}
     gp.run(feeds)
@@ -81,13 +93,14 @@ def program_row(model: GpuModel, prog: P.Program, repeat: int) -> dict:
 
 
 def tune(prog: P.Program, repeat: int = 20, tiles: list[str] | None = None, convs: bool = True,
-         model: GpuModel | None = None) -> dict:
-    """The timing report of `prog`: {"device", "shape", "gmacs", "convs" (unless convs=False), "program"}."""
+         model: GpuModel | None = None, force: dict | None = None) -> dict:
+    """The timing report of `prog`: {"device", "shape", "gmacs", "convs" (unless convs=False), "program"}; `force`
+    applies to the whole program's row."""
     model = model or GpuModel()
     report = {"device": model.device_name, "shape": list(prog.input_shape), "gmacs": prog.macs / 1e9}
     if convs:
         report["convs"] = conv_rows(model, prog, repeat, list(tiles or []))
-    report["program"] = program_row(model, prog, repeat)
+    report["program"] = program_row(model, prog, repeat, force)
     return report
 
 
