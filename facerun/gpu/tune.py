@@ -45,11 +45,15 @@ def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -
         one = one_conv_program(prog, dataclasses.replace(st, residual=None))
         macs = one.macs
         variants: list[tuple[str, dict | None]] = [("planned", None)]
-        if _winograd_applies(conv_shape(one, one.steps[0]), model):  # a 3x3 at stride 1: timed both ways
+        winograd = _winograd_applies(conv_shape(one, one.steps[0]), model)
+        if winograd:  # a 3x3 at stride 1: timed both ways
             variants += [("im2col", {"force_winograd": False}), ("winograd", {"force_winograd": True})]
         variants += [(f"tile {name}", {"force_tile": name}) for name in tiles]
         if tiles:
             variants.append(("planned, no split", {"force_splits": 1}))
+        if tiles and winograd:  # the tiles of Winograd's products
+            variants += [(f"winograd tile {name}", {"force_winograd": True, "force_tile": name}) for name in tiles]
+            variants.append(("winograd, no split", {"force_winograd": True, "force_splits": 1}))
         row = {"node": st.node, "input": list(xshape), "weight": list(st.weight.shape), "groups": st.groups,
                "stride": list(st.stride), "macs": macs, "count": 1, "variants": []}
         for label, force in variants:
