@@ -167,6 +167,7 @@ def specialise(text: str, consts: dict) -> str:
     `#end` kept only when EXPR holds. Unrolling by hand keeps register blocks in registers: GPU compilers do not
     reliably promote loop-indexed arrays out of memory."""
     lines = text.splitlines()
+    value = _evaluate
 
     def expand(start: int, env: dict) -> tuple[list[str], int]:
         out: list[str] = []
@@ -174,7 +175,8 @@ def specialise(text: str, consts: dict) -> str:
         while i < len(lines):
             m = _DIRECTIVE.match(lines[i])
             if m is None:
-                out.append(_EXPR.sub(lambda e: str(eval(e.group(1), {}, env)), lines[i]))
+                line = lines[i]
+                out.append(_EXPR.sub(lambda e: str(value(e.group(1), env)), line) if "${" in line else line)
                 i += 1
                 continue
             kind, arg = m.group(1), m.group(2).split()
@@ -182,11 +184,11 @@ def specialise(text: str, consts: dict) -> str:
                 return out, i + 1
             if kind == "if":
                 body, nxt = expand(i + 1, env)
-                if eval(" ".join(arg), {}, env):
+                if value(" ".join(arg), env):
                     out += body
                 i = nxt
                 continue
-            name, lo, hi = arg[0], eval(arg[1], {}, env), eval(" ".join(arg[2:]), {}, env)
+            name, lo, hi = arg[0], value(arg[1], env), value(" ".join(arg[2:]), env)
             nxt = i + 1
             for v in range(lo, hi):
                 body, nxt = expand(i + 1, {**env, name: v})
@@ -199,6 +201,15 @@ def specialise(text: str, consts: dict) -> str:
         return out, i
 
     return "\n".join(expand(0, dict(consts))[0])
+
+
+@cache  # a template's expressions are few and met thousands of times (unrolled blocks): compiled once
+def _compiled(expr: str):
+    return compile(expr, "<kernel template>", "eval")
+
+
+def _evaluate(expr: str, env: dict):
+    return eval(_compiled(expr), {}, env)
 
 
 @cache  # one object per variant: its key and layout are then worked out once
