@@ -100,8 +100,8 @@ WARM_UP_S = 0.5  # passes over the whole program before any timing: a GPU idles 
 
 
 def warm_up(model: GpuModel, prog: P.Program, seconds: float = WARM_UP_S) -> None:
-    """Keep the GPU busy with `prog` for `seconds`, so the first variant timed is not timed while the clocks rise (on
-    an H200 the first of two identical variants measured 357 us, the second 137)."""
+    """Keep the GPU busy with `prog` for `seconds`, so the first row is not timed while the clocks rise (single layers
+    still vary widely between identical variants on an H200: whole programs are what to compare)."""
     gp = model.compile(prog)
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
