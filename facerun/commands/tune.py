@@ -36,8 +36,10 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
                    "it applies, or never.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json):
-    """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate (and, with
-    --all-tiles or --tiles, those of other tiles), then the whole program's GPU time, run time and encoding time.
+    """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate, a 3x3 at
+    stride 1 both ways (im2col, Winograd F(2x2, 3x3)), and with --all-tiles or --tiles those of other tiles; then the
+    whole program's GPU time, run time and encoding time. Single layers are noisy on a busy GPU: decide on whole
+    programs (--no-convs, --winograd).
 
     Needs a GPU adapter (a software one with the global --allow-software)."""
     from ..gpu import tune as T
