@@ -306,8 +306,8 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 # RetinaFace, SCRFD and YOLOv5-face at 640x640): Winograd won on every layer with 16 or more input channels, 1.05x
 # (64 channels at 56x56, batch 16: memory bound) to 3.5x, down to a 7x7 map of one image (16 tiles, 1.15x); from 3
 # input channels (a stem) it lost 2-4x. The rule depends on neither the batch nor the input size, so a model's
-# programs share one set of transformed weights: two sets, im2col's and Winograd's, outgrew the resident-weight budget
-# (AuraFace at batch 16 ran 40 ms with its weights uploaded per run).
+# programs share one set of transformed weights: with a batch-dependent rule, im2col's set (batch 1) and Winograd's
+# (batch 16) together exceed the resident-weight budget, and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
 WINOGRAD_MIN_CHANNELS = 16
 
 
