@@ -412,12 +412,10 @@ class _Lowering:
             self._conv_dispatch(shape, plan.conv, st.weight.reshape(n, k, 1, 1), st.bias, st.act, self._read(st.x),
                                 None, out, source=st.weight)
             return
-        slope_at = n if st.act is not None and st.act.kind == "prelu" else 0
-        p = dict(has_bias=int(st.bias is not None), has_res=0, m=m, n=n, kl=k // 4 if plan.vec4 else k,
-                 count=plan.workgroups, row=plan.grid[2])
-        p.update(K.act_params(st.act, n, slope_at))
+        p = _epilogue_fields(st.act, st.bias, None, n)
+        p.update(m=m, n=n, kl=k // 4 if plan.vec4 else k, count=plan.workgroups, row=plan.grid[2])
         reads = [self._read(st.x), self._const_of("gemm weights", (st.weight,), (), lambda: st.weight),
-                 self._const_of("epilogue", (st.bias, st.act), (n,), lambda: epilogue_data(n, st.bias, st.act)[0])]
+                 self._epilogue(st.bias, st.act, n)]
         self._add(K.gemm_kernel(plan), p, reads, out, plan.grid[:2], plan)
         self.out.conv_plans.append((st.node, f"gemv rows {plan.rows_per_group}"))
 
@@ -433,21 +431,20 @@ class _Lowering:
             return
         self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
 
+    def _epilogue(self, bias, act, cout: int):
+        """The buffer of a convolution's bias and PReLU slopes."""
+        return self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
+
     def _winograd(self, s: ConvShape, plan: WinogradPlan, weight, bias, act, x_ref, res_ref, out, nhwc) -> None:
         """The input transform into 16 planes, their 16 products (the tiled pointwise kernel, one group each, on the
         transformed weights) and the output transform with the epilogue; each dispatch carries the whole plan, so a
         check forcing it runs all three."""
         self.out.conv_plans.append((self.node, plan.describe()))
         cout, t = s.cout, plan.tiles
-        slope_at = cout if act is not None and act.kind == "prelu" else 0
-        p = K.act_params(act, cout, slope_at)
-        p.update(has_bias=int(bias is not None), has_res=int(res_ref is not None), cin=s.cin, cout=cout, h=s.h, w=s.w,
-                 oh=s.oh, ow=s.ow, pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
-        if nhwc:
-            p.update(out_b=s.oh * s.ow * cout, out_c=1, out_p=cout)
-        else:
-            p.update(out_b=cout * s.oh * s.ow, out_c=s.oh * s.ow, out_p=1)
-        epi_buf = self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
+        p = _epilogue_fields(act, bias, res_ref, cout)
+        p.update(_out_strides(cout, s.oh * s.ow, nhwc), cin=s.cin, cout=cout, h=s.h, w=s.w, oh=s.oh, ow=s.ow,
+                 pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
+        epi_buf = self._epilogue(bias, act, cout)
         planes = self.slots.take(16 * s.cin * t * 4)
         gx, gy, row = plan.input_grid
         self._add(K.WINOGRAD_INPUT, dict(p, count=s.cin * t, row=row), [x_ref], ("slot", planes), (gx, gy), plan)
@@ -472,21 +469,19 @@ class _Lowering:
         source = weight if source is None else source
         owner = owner or plan
         cout, oh, ow = s.cout, s.oh, s.ow
-        slope_at = cout if act is not None and act.kind == "prelu" else 0
         ohw = oh * ow
         total = s.batch * cout * ohw
-        nchw = dict(out_b=cout * ohw, out_c=ohw, out_p=1)
-        layout = dict(out_b=ohw * cout, out_c=1, out_p=cout) if nhwc else nchw
-        epi_buf = self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
+        nchw = _out_strides(cout, ohw, False)
+        layout = _out_strides(cout, ohw, nhwc)
+        epi_buf = self._epilogue(bias, act, cout)
         if owner is plan:
             self.out.conv_plans.append((self.node, plan.describe()))
         kernel = K.conv_kernel(plan)
         # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
         (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
-        common = K.act_params(act, cout, slope_at)
-        common.update(has_bias=int(bias is not None), has_res=int(res_ref is not None), cin=s.cin, cg=s.cin // s.groups,
-                      cout=cout, h=s.h, w=s.w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=s.pads[0], pl=s.pads[1],
-                      total=total, row=plan.grid[2], m=cout // s.groups, ow=ow)
+        common = _epilogue_fields(act, bias, res_ref, cout)
+        common.update(cin=s.cin, cg=s.cin // s.groups, cout=cout, h=s.h, w=s.w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh,
+                      dw=dw, pt=s.pads[0], pl=s.pads[1], total=total, row=plan.grid[2], m=cout // s.groups, ow=ow)
         if plan.tile is None:  # direct or depthwise: the weights as the model has them
             p = common
             p.update(layout, oh=oh, splits=1, quads=plan.threads if plan.kernel == "depthwise" else 0)
@@ -515,6 +510,19 @@ class _Lowering:
         rp.update(layout)
         self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), owner)
         self.slots.give(scratch)
+
+
+def _epilogue_fields(act, bias, res_ref, cout: int) -> dict:
+    """The Params fields of a convolution's epilogue (epilogue.wgsl `finish`): its flags and activation."""
+    p = K.act_params(act, cout, cout if act is not None and act.kind == "prelu" else 0)
+    p.update(has_bias=int(bias is not None), has_res=int(res_ref is not None))
+    return p
+
+
+def _out_strides(cout: int, ohw: int, nhwc: bool) -> dict:
+    """Element strides of batch, channel and position in a convolution's output: NCHW, or NHWC (a folded
+    transpose)."""
+    return dict(out_b=ohw * cout, out_c=1, out_p=cout) if nhwc else dict(out_b=cout * ohw, out_c=ohw, out_p=1)
 
 
 def _handler(kind: type):

@@ -303,9 +303,10 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 # per transformed position) and an output transform with the epilogue: 2.25x fewer multiplies, at the cost of writing
 # and reading the 16 transformed planes of the input (4x its size) and of the products (4x the output's).
 # Measured on an H200 (`facerun tune --json`, every 3x3 stride-1 layer of the AuraFace replica at batch 1 and 16 and of
-# RetinaFace, SCRFD and YOLOv5-face at 640x640): Winograd won on every layer with 16 or more input channels, 1.05x
-# (64 channels at 56x56, batch 16: memory bound) to 3.5x, down to a 7x7 map of one image (16 tiles, 1.15x); from 3
-# input channels (a stem) it lost 2-4x. The rule depends on neither the batch nor the input size, so a model's
+# RetinaFace, SCRFD and YOLOv5-face at 640x640, in two calls): Winograd won on every layer with 16 or more input
+# channels, most by 1.6-3x (single layers time noisily there; whole programs confirmed it: AuraFace at batch 16
+# 19.5 -> 11.4 ms a run), down to a 7x7 map of one image; from 3 input channels (a stem) it lost 3-4x. The rule
+# depends on neither the batch nor the input size, so a model's
 # programs share one set of transformed weights: with a batch-dependent rule, im2col's set (batch 1) and Winograd's
 # (batch 16) together exceed the resident-weight budget, and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
 WINOGRAD_MIN_CHANNELS = 16
