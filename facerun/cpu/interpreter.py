@@ -372,7 +372,8 @@ class Executable:
                 w = (w * scale).astype(np.float32)
             w = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1))
             x = x.reshape(n, -1)
-        wt = np.ascontiguousarray(w).T  # BLAS reads the rows of (N, K): 4x faster than (K, N) for one row of x
+        # one row of x: (N, K) rows, which the lanes split into matrix-vector products; more: the K-major matrix
+        wt = np.ascontiguousarray(w).T if x.shape[0] == 1 else conv.weights_k_major(w)
         mult = conv.product(x, wt, out, self.ctx)
         act = elementwise.inplace_activation(st.act, out, scratch, channels_last=True, reps=1)
 

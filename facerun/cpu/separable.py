@@ -23,7 +23,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import program as P
 from . import lanes
-from .conv import einsum, epilogue, product, strided
+from .conv import einsum, epilogue, product, strided, weights_k_major
 
 # Bytes of depthwise output per band. Measured on YuNet 640x480 (one thread, 512 KB L2): 768 KB beat 192-384 KB
 # bands (each band costs ~10 numpy calls) and whole tensors (the 1x1 rows leave the cache).
@@ -112,7 +112,7 @@ def _build(pw: P.Conv, st: P.Conv, shift, x: np.ndarray, shape, target, scratch,
     n, h, w, c = shape
     cin = x.shape[3]
     row = w * c
-    wk = np.ascontiguousarray(pw.weight.reshape(c, cin)).T
+    wk = weights_k_major(pw.weight.reshape(c, cin))
     wts = np.ascontiguousarray(st.weight.reshape(c, 3, 3).transpose(1, 2, 0))  # (3, 3, C)
     tiled = np.ascontiguousarray(np.broadcast_to(wts[:, :, None, :], (3, 3, w, c)).reshape(3, 3, row))
     sides = np.ascontiguousarray(np.stack([wts[:, 1:], wts[:, :2]]))  # (2, 3, 2, C): left, right border columns
