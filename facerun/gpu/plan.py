@@ -306,9 +306,9 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 # RetinaFace, SCRFD and YOLOv5-face at 640x640, in two calls): Winograd won on every layer with 16 or more input
 # channels, most by 1.6-3x (single layers time noisily there; whole programs confirmed it: AuraFace at batch 16
 # 19.5 -> 11.4 ms a run), down to a 7x7 map of one image; from 3 input channels (a stem) it lost 3-4x. The rule
-# depends on neither the batch nor the input size, so a model's
-# programs share one set of transformed weights: with a batch-dependent rule, im2col's set (batch 1) and Winograd's
-# (batch 16) together exceed the resident-weight budget, and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
+# depends on neither the batch nor the input size, so a model's programs share one set of transformed weights: with
+# a batch-dependent rule, im2col's set (batch 1) and Winograd's (batch 16) together exceed the resident-weight budget,
+# and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
 WINOGRAD_MIN_CHANNELS = 16
 
 
