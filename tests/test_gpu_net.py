@@ -110,7 +110,7 @@ def test_parity_steps_on_the_gpu_names_the_step_that_departs(gpu, monkeypatch):
 
     def spoiled(self, prog, inputs):
         vals = real(self, prog, inputs)
-        return vals[:5] + [v + 0.5 for v in vals[5:]]
+        return vals[:5] + [v * 1.05 + 0.5 for v in vals[5:]]  # beyond any tolerance, whatever the magnitude
 
     monkeypatch.setattr(G.GpuModel, "step_outputs", spoiled)
     out = CliRunner().invoke(main, ["parity", "every-op", "--device", "gpu", "--steps", "--json"])

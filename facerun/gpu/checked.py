@@ -3,9 +3,10 @@ seeded test input (facerun.agree), and it is dropped (with the reason, said once
 run carrying on on the CPU with the right answer.
 
 What is checked, and when: the first time a model runs on the GPU, the whole network is checked (every output, on
-the seeded input) at the input size in hand, at batch 1 (a batch program's kernel variants that batch 1 did not use
-are then checked on their first layer alone, at the batch's shape). That is the model's one agreement check
-(`gpu_checks`); the kernel variants it ran are then trusted for the model. A later program (a new input size or
+the seeded input) at a small size (or the input size in hand), at batch 1; then the kernel variants the program in
+hand uses and the whole run did not, each on its layer alone; and before the model's second run, the variants of the
+programs the model expects (a detector's larger sizes, an embedder's batches). That is the model's one agreement
+check (`gpu_checks`); the kernel variants it ran are then trusted for the model. A later program (a new input size or
 batch) is checked only for kernel variants it needs that were not checked yet, each on its first layer alone, at its
 own shape (`gpu_variant_checks`). So a photo library of thousands of sizes pays one check per model and device,
 plus a few single-layer checks. Check programs run in buffers of their own, not the model's shared arena.
@@ -78,6 +79,7 @@ class CheckedGpu:
         self.whole_checked = False  # the whole network agreed once (on the first program run)
         self.image_layout: bool | None = None  # run_image agreed with the CPU's blob (None: not tried yet)
         self.verified: set[str] = set()  # kernel variants that agreed with the CPU
+        self._ahead: list[P.Program] = []  # expected programs whose variants the check left for the second run
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
 
@@ -123,9 +125,9 @@ class CheckedGpu:
 
     def check(self, prog: P.Program) -> None:
         """The model's agreement check: the whole network on the seeded input at a small size (or at `prog`'s own
-        when the model has no smaller one), then each kernel variant that `prog` and the programs the model expects
-        (`expected_programs`) use and the whole run did not, on its first layer alone. Raises GpuError with the
-        difference (or the device error)."""
+        when the model has no smaller one), then each kernel variant that `prog` uses and the whole run did not, on
+        its first layer alone; the variants of the programs the model expects (`expected_programs`) are left for
+        before the next run (`_check_ahead`). Raises GpuError with the difference (or the device error)."""
         counters.bump("gpu_checks")
         small = self.small_program(prog) if self.small_program is not None else None
         ahead = list(self.expected_programs()) if self.expected_programs is not None else []
@@ -154,7 +156,17 @@ class CheckedGpu:
         self.whole_checked = True
         self.checked_program = whole
         with counters.timed("gpu_checks_layers"):
-            self._check_variants_of(prog, ahead)
+            self._check_variants_of(prog, [])
+        # the variants of the programs to come are checked before the next run, not this one: the first photo's
+        # answer does not wait for them (its post-processing overlaps them)
+        self._ahead = ahead
+
+    def _check_ahead(self) -> None:
+        """The part of the model's check left for after its first run: the expected programs' kernel variants."""
+        ahead, self._ahead = self._ahead, []
+        if ahead:
+            with counters.timed("gpu_checks_layers"):
+                self._check_variants_of(ahead[0], ahead[1:], compiled=False)
 
     def _make_pipelines(self, progs: list[P.Program]) -> threading.Thread:
         """A thread making the pipelines of every kernel `progs` use (their plans only: nothing else is made).
@@ -175,7 +187,7 @@ class CheckedGpu:
         with counters.timed("gpu_variant_checks"):
             self._check_variants_of(prog, [])
 
-    def _check_variants_of(self, prog: P.Program, ahead: list[P.Program]) -> None:
+    def _check_variants_of(self, prog: P.Program, ahead: list[P.Program], compiled: bool = True) -> None:
         """Check every kernel variant `prog` and the programs `ahead` use that is not verified: on its layer of the
         checked (small) program, with the plan forced to that variant; failing that, `prog`'s variants on their
         layers at `prog`'s own shapes (or `prog` whole). Variants of programs `ahead` that cannot be checked small are
@@ -185,7 +197,7 @@ class CheckedGpu:
             first_step: dict[str, P.Step] = {}
             for st in p.steps:
                 first_step.setdefault(st.node, st)
-            dispatches = self.model.compile(p).dispatches if p is prog else self.model.planned(p)
+            dispatches = self.model.compile(p).dispatches if p is prog and compiled else self.model.planned(p)
             for d in dispatches:
                 if d.kernel.key not in self.verified and d.kernel.key not in pending:
                     pending[d.kernel.key] = (p, first_step.get(d.node), d.plan)
@@ -193,7 +205,7 @@ class CheckedGpu:
         for key, (p, st, plan) in pending.items():
             if key in self.verified:  # checked on the way, beside another variant (a split's reduce pass)
                 continue
-            if not self._check_small(st, key, plan) and p is prog:
+            if not self._check_small(st, key, plan) and p is prog and compiled:
                 left.add(key)
         if left:
             self._check_layers(prog, self._layers_using(prog, left))
@@ -299,6 +311,8 @@ class CheckedGpu:
                 if not self.whole_checked:
                     self.check(prog)
                 else:
+                    if self._ahead:
+                        self._check_ahead()
                     if self.model.compile(prog).kernel_keys - self.verified:
                         self.check_variants(prog)
             return work()

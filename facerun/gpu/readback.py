@@ -31,12 +31,14 @@ class _Native:
         if cb is None:
             ffi, lib = self.ffi, self.lib
             state = {"status": None}
+            info = ffi.new("WGPUBufferMapCallbackInfo *")
 
-            @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
+            # the callback's C type taken from the struct's field: cffi parses a type named by a string once per
+            # process, and that costs 40-90 ms (pycparser over all of wgpu's typedefs), on the first photo
+            @ffi.callback(ffi.typeof(info.callback))
             def done(status, message, user1, user2):
                 state["status"] = int(status)
 
-            info = ffi.new("WGPUBufferMapCallbackInfo *")
             info.mode = lib.WGPUCallbackMode_AllowProcessEvents
             info.callback = done
             cb = self.local.cb = (state, done, info)
