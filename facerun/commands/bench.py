@@ -73,7 +73,7 @@ def _print_table(table: Table) -> None:
 @click.option("--embed", "embed_model", default=None, metavar="MODEL",
               help="With --photos: also align and embed every face with this embedder, --batch faces per call.")
 @click.option("--workers", type=click.IntRange(0, 64), default=None,
-              help="With --photos: decoding threads (default: the cores but one, at most 4).")
+              help="With --photos: decoding threads (default: the cores but one, at most 8).")
 @click.option("--processes", type=click.IntRange(1, 64), default=4, show_default=True,
               help="With --photos: processes of the *-processes paths.")
 def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,

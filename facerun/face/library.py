@@ -89,8 +89,10 @@ def post_threads(workers: int) -> int:
     return max(1, min(4, workers // 2))
 
 
-DECODE_THREADS = 4  # past this, more threads slowed the H200 host's library run (the GIL): 55.7, 52.9 and 48.6
-#                     photos/s with 4, 8 and 15 decoding threads, one run each
+DECODE_THREADS = 8  # H200 host, bench --photos, two rounds: 804 photos 99.8/110.9 photos/s with 4 threads,
+#                     119.3/133.2 with 6, 124.6/139.1 with 8, 129.0/132.1 with 12 (the network thread then binds);
+#                     201 photos 73-88 with 4, 85-86 with 8. (When decoding held the GIL for numpy's copy of the
+#                     pixels, 8 and 15 threads were slower than 4.)
 
 
 def default_workers() -> int:
