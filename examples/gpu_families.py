@@ -1,0 +1,66 @@
+"""Where a program's GPU time goes, by kernel family (the tiled convolution, Winograd's transforms, split-K's reduce
+pass, elementwise kernels ...): the whole pass timed with each family left out, and each family alone.
+
+    python examples/gpu_families.py MODEL [--shape 16,3,112,112] [--repeat 10] [--rounds 7]
+
+MODEL is an .onnx file, a known model's name or a replica name (auraface-arch, ...). The timings are of passes over
+the dispatches only (no upload, no read-back), medians over --rounds submissions of --repeat passes each. A pass
+with families left out computes nothing meaningful; only its time is of use. Families overlap a little on the GPU,
+so "without" and "only" need not add up to "all".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+
+import numpy as np
+
+import facerun
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--shape", default=None, help="input shape, e.g. 16,3,112,112 (default: the model's, batch 1)")
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args(argv)
+    net = facerun.load(args.model, device="gpu")
+    shape = tuple(int(v) for v in args.shape.split(",")) if args.shape else tuple(net.default_shape())
+    prog = net.program(shape) if shape[0] == 1 or net.batch_free else net.batch_program(shape)
+    if prog is None:
+        print(f"{args.model}: no batch program for {shape}", file=sys.stderr)
+        return 1
+    gpu = net.gpu
+    if gpu is None or gpu.run(prog, {prog.inputs[0][0]: np.zeros(shape, np.float32)}) is None:
+        print(f"{args.model}: not on the GPU ({net.gpu_reason or 'this program runs on the CPU'})", file=sys.stderr)
+        return 1
+    gp = gpu.model.compile(prog)
+    families = [d.kernel.key.split("[")[0] for d in gp.dispatches]
+    recorded, handles = list(gp.recorded), list(gp.handles)
+
+    def timed(keep) -> float:
+        gp.recorded = [r for r, f in zip(recorded, families) if keep(f)]
+        gp.handles = [h for h, f in zip(handles, families) if keep(f)] if handles else []
+        gp.time_passes(args.repeat)  # warm
+        return statistics.median(gp.time_passes(args.repeat) / args.repeat * 1000 for _ in range(args.rounds))
+
+    try:
+        print(f"{args.model} {'x'.join(map(str, shape))} on {gpu.device_name}: {len(families)} dispatches")
+        whole = timed(lambda f: True)
+        print(f"{'family':28s} {'dispatches':>10s} {'without':>9s} {'only':>9s}")
+        for family, count in collections.Counter(families).most_common():
+            without = timed(lambda f, family=family: f != family)
+            only = timed(lambda f, family=family: f == family)
+            print(f"{family:28s} {count:10d} {without:8.2f}  {only:8.2f}")
+        print(f"{'all':28s} {len(families):10d} {whole:8.2f}  (again: {timed(lambda f: True):.2f}) ms")
+    finally:
+        gp.recorded, gp.handles = recorded, handles
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
