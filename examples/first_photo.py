@@ -36,6 +36,9 @@ def main(argv=None) -> int:
     ap.add_argument("--serial", action="store_true", help="one photo after another on this thread")
     ap.add_argument("--limit", type=int, default=None, help="only the first N photos (sorted by name)")
     args = ap.parse_args(argv)
+    if not args.photos.is_dir():
+        print(f"error: {args.photos}: not a folder", file=sys.stderr)
+        return 1
     photos = sorted(p for p in args.photos.rglob("*") if p.suffix.lower() in PHOTO_SUFFIXES)[: args.limit]
     if not photos:
         print(f"no photos under {args.photos}", file=sys.stderr)
@@ -58,4 +61,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except facerun.FacerunError as e:  # a bad model, no usable GPU ...: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -63,4 +63,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except facerun.FacerunError as e:  # a bad model, no usable GPU ...: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

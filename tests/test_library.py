@@ -296,6 +296,40 @@ def test_detect_through_the_library_run_gives_the_detectors_faces(tmp_path, yune
     assert sorted(p.name for p in (tmp_path / "drawn").iterdir()) == [p.with_suffix(".png").name for p in paths]
 
 
+def test_the_first_photo_runs_with_only_a_few_photos_decoding_beside_it(tmp_path, monkeypatch):
+    """Until the network has run the first photo, FIRST_AHEAD photos decode ahead of it; then the whole window."""
+    import shutil
+    from pathlib import Path
+
+    from facerun.face import library
+    from facerun.face.detect import Detector
+
+    photo = Path(__file__).resolve().parents[1] / "docs" / "detect-group.jpg"  # shipped: no ../shared needed
+    paths = []
+    for i in range(12):
+        paths.append(tmp_path / f"p{i:02d}.jpg")
+        shutil.copy(photo, paths[-1])
+    detector = Detector(device="cpu")
+    started, at_runs = [], []
+    real_decode, real_run = library._decode, detector.run_network
+
+    def decode(path, det, stats):
+        started.append(path)
+        return real_decode(path, det, stats)
+
+    def run_network(prepared):
+        out = real_run(prepared)
+        at_runs.append(len(started))  # decodes begun by the end of this run
+        return out
+
+    monkeypatch.setattr(library, "_decode", decode)
+    monkeypatch.setattr(detector, "run_network", run_network)
+    got = list(iter_photo_faces(paths, detector, workers=8))
+    assert [r.path for r in got] == paths and all(len(r.faces) == 6 for r in got)
+    assert at_runs[0] <= 1 + library.FIRST_AHEAD  # the first photo and the two behind it, whatever the threads
+    assert at_runs[2] > 1 + library.FIRST_AHEAD  # then the window of 2 x workers + 2 opens
+
+
 # ------------------------------------------------------------------------------------------- bench --photos
 
 

@@ -95,6 +95,9 @@ DECODE_THREADS = 8  # H200 host, bench --photos, two rounds: 804 photos 99.8/110
 #                     pixels, 8 and 15 threads were slower than 4.)
 
 
+FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first photo
+
+
 def default_workers() -> int:
     """Decoding threads: the cores but one (the network thread has its own), at most DECODE_THREADS."""
     return max(1, min(DECODE_THREADS, (os.cpu_count() or 2) - 1))
@@ -316,11 +319,13 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
     stats.post_threads = posters
     poster = ThreadPoolExecutor(posters, thread_name_prefix="facerun-post")
 
+    ran = [False]  # the network ran a photo already (the model's GPU check is behind it)
+
     def top_up() -> None:
-        # until the first photo is out, two photos are decoded ahead of it, not a window's worth: more decoders'
-        # Python (and their new sizes' compiling) would hold the GIL the first photo's check and compile need
-        # (H200 host, 201 photos: first photo 118-152 ms with 2, 133-167 with 1, 174-202 with the whole window)
-        limit = ahead if stats.first_photo_s is not None else 2
+        # until the network has run the first photo, two photos are decoded ahead of it, not a window's worth: more
+        # decoders' Python (and their new sizes' compiling) would hold the GIL the first photo's check and compile
+        # need (H200 host, 201 photos: first photo 118-152 ms with 2, 133-167 with 1, 174-202 with the whole window)
+        limit = ahead if ran[0] else FIRST_AHEAD
         while len(decoding) < limit:
             raw = next(source, None)
             if raw is None:
@@ -339,6 +344,9 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
                 if photo.result.ok:
                     _detect(photo, detector, stats)  # the device works while the decoders go on
                     posting.append(poster.submit(post, photo))
+                    if not ran[0]:
+                        ran[0] = True
+                        top_up()  # the whole window from now on
                 else:
                     done: Future = Future()
                     done.set_result(photo)

@@ -166,7 +166,7 @@ class CheckedGpu:
         ahead, self._ahead = self._ahead, []
         if ahead:
             with counters.timed("gpu_checks_layers"):
-                self._check_variants_of(ahead[0], ahead[1:], compiled=False)
+                self._check_variants_of(None, ahead)
 
     def _make_pipelines(self, progs: list[P.Program]) -> threading.Thread:
         """A thread making the pipelines of every kernel `progs` use (their plans only: nothing else is made).
@@ -187,17 +187,17 @@ class CheckedGpu:
         with counters.timed("gpu_variant_checks"):
             self._check_variants_of(prog, [])
 
-    def _check_variants_of(self, prog: P.Program, ahead: list[P.Program], compiled: bool = True) -> None:
-        """Check every kernel variant `prog` and the programs `ahead` use that is not verified: on its layer of the
-        checked (small) program, with the plan forced to that variant; failing that, `prog`'s variants on their
-        layers at `prog`'s own shapes (or `prog` whole). Variants of programs `ahead` that cannot be checked small are
-        left for when such a program runs."""
+    def _check_variants_of(self, prog: P.Program | None, ahead: list[P.Program]) -> None:
+        """Check every kernel variant `prog` (the program about to run, or None) and the programs `ahead` use that is
+        not verified: on its layer of the checked (small) program, with the plan forced to that variant; failing
+        that, `prog`'s variants on their layers at `prog`'s own shapes (or `prog` whole). Variants of programs `ahead`
+        that cannot be checked small are left for when such a program runs."""
         pending: dict[str, tuple] = {}  # variant -> (program, first step using it, its plan)
-        for p in [prog] + [a for a in ahead if a is not prog]:
+        for p in ([prog] if prog is not None else []) + [a for a in ahead if a is not prog]:
             first_step: dict[str, P.Step] = {}
             for st in p.steps:
                 first_step.setdefault(st.node, st)
-            dispatches = self.model.compile(p).dispatches if p is prog and compiled else self.model.planned(p)
+            dispatches = self.model.compile(p).dispatches if p is prog else self.model.planned(p)
             for d in dispatches:
                 if d.kernel.key not in self.verified and d.kernel.key not in pending:
                     pending[d.kernel.key] = (p, first_step.get(d.node), d.plan)
@@ -205,7 +205,7 @@ class CheckedGpu:
         for key, (p, st, plan) in pending.items():
             if key in self.verified:  # checked on the way, beside another variant (a split's reduce pass)
                 continue
-            if not self._check_small(st, key, plan) and p is prog and compiled:
+            if not self._check_small(st, key, plan) and p is prog:
                 left.add(key)
         if left:
             self._check_layers(prog, self._layers_using(prog, left))
