@@ -138,6 +138,7 @@ WINOGRAD_SHAPES = {
     "odd sizes, batch 2, asymmetric pads": (2, 20, 9, 11, 36, 3, 1, (1, 0, 2, 1), 1, 1),
     "no padding, batch 3": (3, 12, 8, 7, 24, 3, 1, (0, 0, 0, 0), 1, 1),
     "one tile of 2x2": (1, 8, 4, 4, 8, 3, 1, (0, 0, 0, 0), 1, 1),
+    "one tile of 4x4, cropped to 3x5": (1, 8, 5, 7, 8, 3, 1, (0, 0, 0, 0), 1, 1),
     "more padding than the window": (1, 16, 5, 6, 16, 3, 1, (2, 3, 2, 1), 1, 1),
     "long K, few output channels": (1, 96, 6, 6, 3, 3, 1, (1, 1, 1, 1), 1, 1),
 }
@@ -145,15 +146,17 @@ WINOGRAD_SHAPES = {
 
 @pytest.mark.parametrize("force", [{}, {"force_splits": 3}, {"force_tile": "64x64"}], ids=["planned", "split", "tile"])
 @pytest.mark.parametrize("name", list(WINOGRAD_SHAPES))
-def test_winograd_matches_the_definition(gpu_model, name, force):
-    """Forced onto any 3x3 stride-1 shape (the plan takes it only from 16 input channels), with a residual and PReLU
-    in the output transform's epilogue, its products on a forced split or tile."""
+@pytest.mark.parametrize("form", [2, 4], ids=["F2", "F4"])
+def test_winograd_matches_the_definition(gpu_model, name, force, form):
+    """Forced onto any 3x3 stride-1 shape (the plan takes it only from 16 input channels), in either form, with a
+    residual and PReLU in the output transform's epilogue, its products on a forced split or tile."""
     case = WINOGRAD_SHAPES[name]
     act = P.Activation("prelu", slope=randn(case[4], scale=0.3))
     prog, feeds, want = conv_step(case, act=act, residual=True)
-    gp = gpu_model.compile(prog, force={"force_winograd": True, **force})
+    gp = gpu_model.compile(prog, force={"force_winograd": form, **force})
     plan = gp.conv_plans[0][1]
-    assert plan.startswith("winograd F(2x2,3x3) + tiled") and gp.kernels["winograd"] == 2, plan
+    stem = "winograd" if form == 2 else "winograd4"
+    assert plan.startswith(f"winograd F({form}x{form},3x3) + tiled") and gp.kernels[stem] == 2, plan
     if "force_splits" in force and case[1] >= 48:  # K = input channels: three splits from 48
         assert "split-K" in plan and gp.kernels["conv_direct"] == 1  # the products' reduce pass
     ok, worst = close(gp.run(feeds)[prog.outputs[0][0]], want)

@@ -247,6 +247,18 @@ def test_winograd_forcing():
     assert plan_conv(conv(1, 8, 14, 8, s=2), BIG, force_winograd=True).kernel == "tiled"  # only where it applies
 
 
+def test_winograd_f4_makes_36_planes_of_4x4_tiles():
+    s = conv(16, 256, 14, 256)
+    p = plan_conv(s, BIG, force_winograd=4)
+    assert isinstance(p, WinogradPlan) and p.m == 4 and p.planes == 36
+    assert (p.th, p.tw) == (4, 4) and p.tiles == 16 * 4 * 4  # 14 = 3 whole tiles and one cropped to 2
+    assert p.gemm.groups == 36 and p.gemm.pointwise and p.gemm.tiles_n == -(-p.tiles // p.gemm.tile.bn)
+    assert p.describe().startswith("winograd F(4x4,3x3) + tiled")
+    assert plan_conv(s, BIG, force_winograd=2).m == 2 and plan_conv(s, BIG, force_winograd=2).planes == 16
+    with pytest.raises(PlanError, match="F\\(3x3, 3x3\\) is not built"):
+        plan_conv(s, BIG, force_winograd=3)
+
+
 def test_winograd_falls_back_to_im2col_when_its_planes_exceed_a_binding():
     # 64 channels at 112x112, batch 16: the 16 input planes are 205 MB (the input 51 MB)
     s = conv(16, 64, 112, 64)

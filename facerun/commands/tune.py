@@ -31,15 +31,15 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 @click.option("--all-tiles", is_flag=True, help="Time every tile of the plan's table too (and the plan without split).")
 @click.option("--tiles", default="", help="Tile specs to time too, comma-separated (e.g. 128x128/8x8/u4).")
 @click.option("--no-convs", is_flag=True, help="Only the whole program.")
-@click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+@click.option("--winograd", type=click.Choice(["auto", "on", "off", "f2", "f4"]), default="auto", show_default=True,
               help="The whole program's 3x3 stride-1 convolutions: Winograd where the plan finds it faster, wherever "
-                   "it applies, or never.")
+                   "it applies, never, or wherever it applies in the form F(2x2, 3x3) (f2) or F(4x4, 3x3) (f4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json):
     """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate, a 3x3 at
-    stride 1 both ways (im2col, Winograd F(2x2, 3x3)), and with --all-tiles or --tiles those of other tiles; then the
-    whole program's GPU time, run time and encoding time. Single layers are noisy on a busy GPU: decide on whole
-    programs (--no-convs, --winograd).
+    stride 1 every way (im2col, Winograd F(2x2, 3x3) and F(4x4, 3x3)), and with --all-tiles or --tiles those of
+    other tiles; then the whole program's GPU time, run time and encoding time. Single layers are noisy on a busy
+    GPU: decide on whole programs (--no-convs, --winograd).
 
     Needs a GPU adapter (a software one with the global --allow-software)."""
     from ..gpu import tune as T
@@ -55,7 +55,8 @@ def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json)
     shape = parse_shape(shape) or net.default_shape(1)
     prog = net.program(shape)
     extra = (list(TILES) if all_tiles else []) + [t for t in tiles.split(",") if t]
-    force = {"on": {"force_winograd": True}, "off": {"force_winograd": False}}.get(winograd)
+    force = {"on": {"force_winograd": True}, "off": {"force_winograd": False}, "f2": {"force_winograd": 2},
+             "f4": {"force_winograd": 4}}.get(winograd)
     report = {"model": net.label, **T.tune(prog, repeat, extra, convs=not no_convs, force=force)}
     if as_json:
         print_json(report)

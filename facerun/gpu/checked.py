@@ -222,7 +222,8 @@ class CheckedGpu:
             return False
         one = one_conv_program(small, twin)
         force = {"force_tile": plan.tile.name, "force_splits": plan.splits,
-                 "force_winograd": plan.kernel == "winograd"}  # Winograd's products are the tiled kernel's
+                 # Winograd's products are the tiled kernel's: the same form, so its transforms are checked too
+                 "force_winograd": plan.m if plan.kernel == "winograd" else False}
         gp = self.model.compile_once(one, force)
         if key not in gp.kernel_keys:
             return False

@@ -226,9 +226,17 @@ def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
 DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True, trusted=True)
 DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True, trusted=True)
 SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
-# Winograd F(2x2, 3x3)'s transforms: one guarded thread per (channel, tile), planes sized by the lowering
+# Winograd's transforms, F(2x2, 3x3) and F(4x4, 3x3): one guarded thread per (channel, tile), planes sized by the
+# lowering
 WINOGRAD_INPUT = Kernel("winograd.wgsl", "input", epilogue=True, trusted=True)
 WINOGRAD_OUTPUT = Kernel("winograd.wgsl", "output", epilogue=True, trusted=True)
+WINOGRAD4_INPUT = Kernel("winograd4.wgsl", "input", epilogue=True, trusted=True)
+WINOGRAD4_OUTPUT = Kernel("winograd4.wgsl", "output", epilogue=True, trusted=True)
+
+
+def winograd_transforms(plan: WinogradPlan) -> tuple[Kernel, Kernel]:
+    """The (input, output) transform kernels of a Winograd plan's form."""
+    return (WINOGRAD4_INPUT, WINOGRAD4_OUTPUT) if plan.m == 4 else (WINOGRAD_INPUT, WINOGRAD_OUTPUT)
 
 
 @cache

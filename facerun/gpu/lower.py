@@ -436,28 +436,29 @@ class _Lowering:
         return self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
 
     def _winograd(self, s: ConvShape, plan: WinogradPlan, weight, bias, act, x_ref, res_ref, out, nhwc) -> None:
-        """The input transform into 16 planes, their 16 products (the tiled pointwise kernel, one group each, on the
+        """The input transform into (m+2)² planes, their products (the tiled pointwise kernel, one group each, on the
         transformed weights) and the output transform with the epilogue; each dispatch carries the whole plan, so a
         check forcing it runs all three."""
         self.out.conv_plans.append((self.node, plan.describe()))
-        cout, t = s.cout, plan.tiles
+        cout, t, e = s.cout, plan.tiles, plan.planes
+        into, back = K.winograd_transforms(plan)
         p = _epilogue_fields(act, bias, res_ref, cout)
         p.update(_out_strides(cout, s.oh * s.ow, nhwc), cin=s.cin, cout=cout, h=s.h, w=s.w, oh=s.oh, ow=s.ow,
                  pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
         epi_buf = self._epilogue(bias, act, cout)
-        planes = self.slots.take(16 * s.cin * t * 4)
+        planes = self.slots.take(e * s.cin * t * 4)
         gx, gy, row = plan.input_grid
-        self._add(K.WINOGRAD_INPUT, dict(p, count=s.cin * t, row=row), [x_ref], ("slot", planes), (gx, gy), plan)
-        products = self.slots.take(16 * cout * t * 4)
+        self._add(into, dict(p, count=s.cin * t, row=row), [x_ref], ("slot", planes), (gx, gy), plan)
+        products = self.slots.take(e * cout * t * 4)
         g = plan.gemm
-        wbuf = self._const_of("winograd weights", (weight,), (g.kpad, g.mpad),
-                              lambda: pack_conv_weights(winograd_weights(weight), 16, g.kpad, g.mpad))
-        gemm = ConvShape(batch=1, cin=16 * s.cin, h=1, w=t, cout=16 * cout, oh=1, ow=t, groups=16)
+        wbuf = self._const_of(f"winograd {plan.m} weights", (weight,), (g.kpad, g.mpad),
+                              lambda: pack_conv_weights(winograd_weights(weight, plan.m), e, g.kpad, g.mpad))
+        gemm = ConvShape(batch=1, cin=e * s.cin, h=1, w=t, cout=e * cout, oh=1, ow=t, groups=e)
         self._conv_dispatch(gemm, g, None, None, None, ("slot", planes), None, ("slot", products), wbuf=wbuf,
                             owner=plan)
         self.slots.give(planes)
         gx, gy, row = plan.output_grid
-        self._add(K.WINOGRAD_OUTPUT, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
+        self._add(back, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
                   out, (gx, gy), plan)
         self.slots.give(products)
 

@@ -167,13 +167,24 @@ def pack_conv_weights(weight: np.ndarray, groups: int, kpad: int, mpad: int) -> 
     return out
 
 
-def winograd_weights(weight: np.ndarray) -> np.ndarray:
-    """OIHW 3x3 weights as Winograd F(2x2, 3x3)'s products take them: U = G g Gᵀ of every filter, as the weights of
-    a 16-group 1x1 convolution (group e = 4a + b holds U[a, b] of every output channel), in float32."""
-    from ..cpu.winograd import transformed_weights  # the CPU's transform: one definition of G
+# F(4x4, 3x3)'s weight transform (interpolation points 0, ±1, ±2; winograd4.wgsl has the two others)
+_G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
 
-    u = transformed_weights(np.asarray(weight, np.float32))  # (16, cin, cout)
-    return np.ascontiguousarray(u.transpose(0, 2, 1)).reshape(16 * weight.shape[0], weight.shape[1], 1, 1)
+
+def winograd_weights(weight: np.ndarray, m: int = 2) -> np.ndarray:
+    """OIHW 3x3 weights as Winograd F(mxm, 3x3)'s products take them: U = G g Gᵀ of every filter, as the weights of
+    an (m+2)²-group 1x1 convolution (group e = (m+2)a + b holds U[a, b] of every output channel), in float32."""
+    cout, cin = weight.shape[:2]
+    if m == 4:  # in float64, then rounded once: G's sixths and 24ths are not exact in float32
+        filters = np.asarray(weight, np.float64).transpose(1, 0, 2, 3).reshape(cin * cout, 9)
+        u = (np.kron(_G4, _G4) @ filters.T).reshape(36, cin, cout).astype(np.float32)
+    else:
+        from ..cpu.winograd import transformed_weights  # the CPU's transform: one definition of G
+
+        u = transformed_weights(np.asarray(weight, np.float32))  # (16, cin, cout)
+    e = u.shape[0]
+    return np.ascontiguousarray(u.transpose(0, 2, 1)).reshape(e * cout, cin, 1, 1)
 
 
 def im2col_taps(s: ConvShape) -> np.ndarray:

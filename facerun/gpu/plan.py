@@ -246,15 +246,19 @@ def fits(tile: Tile, limits: Limits) -> bool:
 
 @lru_cache(maxsize=8192)  # a pure function, asked again for every layer of every new input size
 def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None = None,
-              force_tile: str | None = None, force_winograd: bool | None = None) -> ConvPlan | WinogradPlan:
+              force_tile: str | None = None, force_winograd: bool | int | None = None) -> ConvPlan | WinogradPlan:
     """Kernel, tile, split and grid for one convolution. `force_splits`/`force_tile` (tests, tuning, the GPU check)
-    fix the tiled kernel's; `force_winograd` True takes Winograd wherever the shape suits it, False never, None
-    (the default) where it wins, unless a tile or split is forced (those are im2col's, unless it is True too)."""
+    fix the tiled kernel's; `force_winograd` True takes Winograd wherever the shape suits it (in the form
+    `winograd_form` picks), 2 or 4 takes it in that form (F(2x2, 3x3) or F(4x4, 3x3)), False never, None (the
+    default) where it wins, unless a tile or split is forced (those are im2col's, unless it is True too)."""
     if force_winograd is None:
         force_winograd = None if force_tile is None and force_splits is None else False
     if force_winograd is not False and winograd_suits(s) and (force_winograd or winograd_wins(s)):
+        form = force_winograd if type(force_winograd) is int else winograd_form(s)
+        if form not in (2, 4):
+            raise PlanError(f"Winograd F({form}x{form}, 3x3) is not built (2 and 4 are)")
         try:
-            return plan_winograd(s, limits, force_splits, force_tile)
+            return plan_winograd(s, limits, force_splits, force_tile, form)
         except PlanError:
             pass  # the transformed planes exceed a binding: im2col
     m, n, k, g = s.m, s.n, s.k, s.groups
@@ -298,10 +302,12 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 
 # --------------------------------------------------------------------------------------------------- winograd
 
-# Winograd F(2x2, 3x3) on the GPU: a 3x3 convolution at stride 1 as an input transform (each 4x4 patch to 16 values),
-# 16 products of M = output channels, K = input channels, N = 2x2 tiles (the tiled kernel's pointwise form, one group
-# per transformed position) and an output transform with the epilogue: 2.25x fewer multiplies, at the cost of writing
-# and reading the 16 transformed planes of the input (4x its size) and of the products (4x the output's).
+# Winograd on the GPU: a 3x3 convolution at stride 1 as an input transform (each (m+2)x(m+2) patch to as many values),
+# (m+2)² products of M = output channels, K = input channels, N = mxm tiles (the tiled kernel's pointwise form, one
+# group per transformed position) and an output transform with the epilogue. F(2x2, 3x3) (m = 2) makes 2.25x fewer
+# multiplies than im2col, at the cost of writing and reading 16 transformed planes of the input (4x its size) and of
+# the products (4x the output's); F(4x4, 3x3) (m = 4) makes 4x fewer, with 36 planes of 2.25x the input's size, and
+# crops more at edges that are not a multiple of 4.
 # Measured on an H200 (`facerun tune --json`, every 3x3 stride-1 layer of the AuraFace replica at batch 1 and 16 and of
 # RetinaFace, SCRFD and YOLOv5-face at 640x640, in two calls): Winograd won on every layer with 16 or more input
 # channels, most by 1.6-3x (single layers time noisily there; whole programs confirmed it: AuraFace at batch 16
@@ -310,19 +316,27 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 # a batch-dependent rule, im2col's set (batch 1) and Winograd's (batch 16) together exceed the resident-weight budget,
 # and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
 WINOGRAD_MIN_CHANNELS = 16
+# The form a layer takes when none is forced (see winograd_form).
+WINOGRAD_FORM = 2
 
 
 @dataclass(frozen=True, slots=True)
 class WinogradPlan:
-    """A 3x3 stride-1 convolution as Winograd F(2x2, 3x3): the transforms' grids and the products' tiled plan."""
+    """A 3x3 stride-1 convolution as Winograd F(mxm, 3x3): the transforms' grids and the products' tiled plan."""
 
-    gemm: ConvPlan  # the 16 products, as a grouped pointwise convolution (groups 16, N = tiles)
-    th: int  # 2x2 tiles per column and per row of the output
+    gemm: ConvPlan  # the (m+2)² products, as a grouped pointwise convolution (groups (m+2)², N = tiles)
+    th: int  # mxm tiles per column and per row of the output
     tw: int
     tiles: int  # batch * th * tw
     input_grid: tuple[int, int, int]  # one thread per (input channel, tile)
     output_grid: tuple[int, int, int]  # one thread per (output channel, tile)
+    m: int = 2  # the output tile's side: F(2x2, 3x3) or F(4x4, 3x3)
     kernel: str = "winograd"
+
+    @property
+    def planes(self) -> int:
+        """Transformed positions per tile: (m+2)², the products' groups."""
+        return (self.m + 2) ** 2
 
     @property
     def tile(self) -> Tile | None:  # what a check forces, with `splits`, to run the same products on a small layer
@@ -333,11 +347,11 @@ class WinogradPlan:
         return self.gemm.splits
 
     def describe(self) -> str:
-        return "winograd F(2x2,3x3) + " + self.gemm.describe()
+        return f"winograd F({self.m}x{self.m},3x3) + " + self.gemm.describe()
 
 
 def winograd_suits(s: ConvShape) -> bool:
-    """Whether the shape is one Winograd F(2x2, 3x3) computes (not whether it is faster)."""
+    """Whether the shape is one Winograd computes (not whether it is faster)."""
     return (s.kernel == (3, 3) and s.stride == (1, 1) and s.dilation == (1, 1) and s.groups == 1
             and s.oh >= 2 and s.ow >= 2)
 
@@ -347,16 +361,24 @@ def winograd_wins(s: ConvShape) -> bool:
     return s.cin >= WINOGRAD_MIN_CHANNELS
 
 
+def winograd_form(s: ConvShape) -> int:
+    """The output tile's side a Winograd layer takes when none is forced: WINOGRAD_FORM (a function of the shape,
+    so a rule by map size can come without touching the callers)."""
+    return WINOGRAD_FORM
+
+
 def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
-                  force_tile: str | None = None) -> WinogradPlan:
-    """The Winograd plan of a shape that suits it; PlanError when its transformed planes exceed a binding."""
-    th, tw = ceil_div(s.oh, 2), ceil_div(s.ow, 2)
+                  force_tile: str | None = None, m: int = 2) -> WinogradPlan:
+    """The Winograd F(mxm, 3x3) plan of a shape that suits it; PlanError when its transformed planes exceed a
+    binding."""
+    e = (m + 2) ** 2
+    th, tw = ceil_div(s.oh, m), ceil_div(s.ow, m)
     tiles = s.batch * th * tw
-    products = ConvShape(batch=1, cin=16 * s.cin, h=1, w=tiles, cout=16 * s.cout, oh=1, ow=tiles, groups=16)
+    products = ConvShape(batch=1, cin=e * s.cin, h=1, w=tiles, cout=e * s.cout, oh=1, ow=tiles, groups=e)
     gemm = plan_conv(products, limits, force_splits, force_tile, False)
     if gemm.tile is None:
         raise PlanError("the Winograd products need the tiled kernel")
-    return WinogradPlan(gemm, th, tw, tiles, flat_grid(s.cin * tiles, limits), flat_grid(s.cout * tiles, limits))
+    return WinogradPlan(gemm, th, tw, tiles, flat_grid(s.cin * tiles, limits), flat_grid(s.cout * tiles, limits), m)
 
 
 # ------------------------------------------------------------------------------------------------- gemm / gemv

@@ -47,7 +47,8 @@ def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -
         variants: list[tuple[str, dict | None]] = [("planned", None)]
         winograd = _winograd_applies(conv_shape(one, one.steps[0]), model)
         if winograd:  # a 3x3 at stride 1: timed both ways
-            variants += [("im2col", {"force_winograd": False}), ("winograd", {"force_winograd": True})]
+            variants += [("im2col", {"force_winograd": False}), ("winograd F(2x2)", {"force_winograd": 2}),
+                         ("winograd F(4x4)", {"force_winograd": 4})]
         variants += [(f"tile {name}", {"force_tile": name}) for name in tiles]
         if tiles:
             variants.append(("planned, no split", {"force_splits": 1}))
