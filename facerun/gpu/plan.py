@@ -92,7 +92,12 @@ TILES = {
     "32x64": Tile(32, 64, 4, 4, ku=16),
     "16x128": Tile(16, 128, 4, 4, ku=16),
     "16x64": Tile(16, 64, 4, 4, ku=16),
+    # narrow: only for N of at most NARROW_N (a 14x14 map of one image in 4x4 Winograd tiles has N = 16)
+    "128x32": Tile(128, 32, 8, 4, ku=8),
+    "64x32": Tile(64, 32, 4, 4, ku=16),
+    "32x32": Tile(32, 32, 4, 4, ku=16),
 }
+NARROW_N = 48
 # Below this much K a convolution with few output channels per group runs on the direct kernel (depthwise 3x3 has
 # K = 9); above it the tiled kernel is faster even with most of its 16 rows unused (a 64-to-1 head: 5x).
 DIRECT_MAX_K = 32
@@ -202,13 +207,13 @@ def tile_candidates(m: int, n: int, limits: Limits) -> tuple[list[Tile], list[Ti
     """The tiles worth trying for an M x N GEMM, largest first: (efficient ones: as tall as M allows or half that;
     all: any height up to that). None is wider than 64 when N is small; all fit the device's workgroups."""
     bm_max = 128 if m >= 96 else 64 if m >= 48 else 32 if m >= 24 else 16
-    bn_max = 128 if n > 96 else 64
+    bn_max = 128 if n > 96 else 64 if n > NARROW_N else 32
     return _candidates(bm_max, bn_max, limits)
 
 
 @cache  # planned for every convolution of every new input size: a handful of distinct answers
 def _candidates(bm_max: int, bn_max: int, limits: Limits) -> tuple[tuple[Tile, ...], tuple[Tile, ...]]:
-    usable = [t for t in TILES.values() if t.bn <= bn_max and fits(t, limits)]
+    usable = [t for t in TILES.values() if t.bn <= bn_max and (t.bn >= 64) == (bn_max >= 64) and fits(t, limits)]
     usable = usable or [t for t in TILES.values() if fits(t, limits)]
     if not usable:
         raise PlanError("the device's workgroups are too small for the convolution kernel")
