@@ -49,32 +49,6 @@ def small_net_program(batch: int = 2) -> P.Program:
     return b.program(fc, both)
 
 
-def test_commands_recorded_again_keep_the_gil_and_give_the_same_outputs(gpu_model):
-    """The first run's commands are recorded the plain way (cffi gives the GIL back around each call); once they were
-    submitted without an error, the runs after it are recorded through the GIL-holding calls, to the same outputs."""
-    prog = small_net_program()
-    gp = gpu_model.compile(prog)
-    if gp.raw is None or gp.raw.held is None:
-        pytest.skip("this wgpu build has no GIL-holding calls (or FACERUN_GPU_HOLD_GIL=0)")
-    counts = [0, 0, 0]
-
-    def counting(i, call):
-        def counted(*args):
-            counts[i] += 1
-            return call(*args)
-        return counted
-
-    gp.raw.held = tuple(counting(i, call) for i, call in enumerate(gp.raw.held))
-    x = RNG.standard_normal(prog.input_shape).astype(np.float32)
-    first = gp.run({"image": x})
-    assert counts == [0, 0, 0]  # the first run and the one recorded beside it: the plain calls
-    gp.run({"image": x})  # records the third run's commands beside it: the GIL-holding calls
-    assert counts[2] == len(gp.dispatches) and counts[1] == len(gp.dispatches) and 0 < counts[0] <= counts[2]
-    third = gp.run({"image": x})
-    for name in first:
-        assert np.array_equal(first[name], third[name]), name
-
-
 def test_hand_built_program_end_to_end(gpu_model):
     prog = small_net_program()
     x = RNG.standard_normal(prog.input_shape).astype(np.float32)

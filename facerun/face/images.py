@@ -78,7 +78,6 @@ def _opened(source, label) -> Iterator[Image.Image]:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(source) as image:
                 _check_size(label, image)  # from the header, before the pixels are decoded
-                _whole_file_blocks(image, source)
                 image.load()  # decode now, so a truncated file fails here and not later
                 ImageOps.exif_transpose(image, in_place=True)  # no copy of a photo that needs no turning
                 yield image
@@ -92,22 +91,6 @@ def _opened(source, label) -> Iterator[Image.Image]:
     except (OSError, SyntaxError, ValueError) as e:
         # truncated data, broken headers, unreadable files (permissions) ...
         raise ImageError(f"{label}: cannot read image ({_one_line(e)})") from None
-
-
-def _whole_file_blocks(image: Image.Image, source) -> None:
-    """Have Pillow hand its decoder the whole file in one call instead of 64 KiB at a time: each call gives the GIL
-    back and takes it again, and each further block is a turn of a Python loop, so a library run's decoding
-    threads keep its network thread waiting less (the same decoder on the same bytes: the same pixels)."""
-    import os
-
-    if os.environ.get("FACERUN_DECODE_BLOCKS") == "64k":
-        return
-    try:
-        size = os.fstat(image.fp.fileno()).st_size if isinstance(source, (str, Path)) else None
-    except (AttributeError, OSError, ValueError):
-        size = None
-    if size and size > image.decodermaxblock:
-        image.decodermaxblock = size
 
 
 def _check_size(path, image: Image.Image) -> None:

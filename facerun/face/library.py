@@ -95,7 +95,11 @@ DECODE_THREADS = 8  # H200 host, bench --photos, two rounds: 804 photos 99.8/110
 #                     pixels, 8 and 15 threads were slower than 4.)
 
 
-FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first photo
+FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_RUNS photos
+# The model's GPU check finishes before the second run (the variants of the programs it expects, layer by layer on
+# the network thread): with the whole window decoding beside it (8 threads, new sizes compiling) that took 0.30-0.41 s
+# of the H200 host's 201-photo run; with two photos decoding, 0.075-0.18 s (bench --photos, three rounds each).
+FIRST_RUNS = 2
 
 
 def default_workers() -> int:
@@ -319,12 +323,14 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
     stats.post_threads = posters
     poster = ThreadPoolExecutor(posters, thread_name_prefix="facerun-post")
 
-    ran = [False]  # the network ran a photo already (the model's GPU check is behind it)
+    ran = [False]  # the network ran its first FIRST_RUNS photos (the model's GPU check is behind it)
+    runs = [0]
 
     def top_up() -> None:
-        # until the network has run the first photo, two photos are decoded ahead of it, not a window's worth: more
-        # decoders' Python (and their new sizes' compiling) would hold the GIL the first photo's check and compile
-        # need (H200 host, 201 photos: first photo 118-152 ms with 2, 133-167 with 1, 174-202 with the whole window)
+        # until the network has run its first FIRST_RUNS photos, two photos are decoded ahead of it, not a window's
+        # worth: more decoders' Python (and their new sizes' compiling) would hold the GIL the model's check and the
+        # first compiles need (H200 host, 201 photos: first photo 118-152 ms with 2, 133-167 with 1, 174-202 with
+        # the whole window)
         limit = ahead if ran[0] else FIRST_AHEAD
         while len(decoding) < limit:
             raw = next(source, None)
@@ -345,8 +351,10 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
                     _detect(photo, detector, stats)  # the device works while the decoders go on
                     posting.append(poster.submit(post, photo))
                     if not ran[0]:
-                        ran[0] = True
-                        top_up()  # the whole window from now on
+                        runs[0] += 1
+                        if runs[0] >= FIRST_RUNS:
+                            ran[0] = True
+                            top_up()  # the whole window from now on
                 else:
                     done: Future = Future()
                     done.set_result(photo)

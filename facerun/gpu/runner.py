@@ -11,7 +11,6 @@ command buffer is recorded while the GPU works on this one. Any device error on 
 from __future__ import annotations
 
 import time
-from functools import cache
 
 import numpy as np
 
@@ -57,37 +56,6 @@ class _RawCalls:
         self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
         self.null = ffi.NULL
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
-        self.address = lambda handle: int(ffi.cast("uintptr_t", handle))
-        self.held = _gil_holding_calls()
-
-
-@cache  # one library handle and its argument types for every program
-def _gil_holding_calls():
-    """(set pipeline, set bind group, dispatch) as ctypes.PyDLL calls, which keep the GIL, or None.
-
-    cffi gives the GIL back around every call, and a library run's network thread records about 180 of them a photo
-    while the decoding threads want the GIL: each call can end in a wait for it. Keeping the GIL is safe for these
-    three because they take no lock that a thread could hold while waiting for the GIL, and call no Python back
-    except the device's error callback, on a recording error: so the runner uses them only to record commands it
-    has recorded before the plain way and seen submitted without an error (the same objects, in the same order, are
-    valid again). FACERUN_GPU_HOLD_GIL=0 turns them off."""
-    import ctypes
-    import os
-
-    if os.environ.get("FACERUN_GPU_HOLD_GIL", "1") == "0":
-        return None
-    try:
-        from wgpu.backends.wgpu_native import _ffi
-
-        lib = ctypes.PyDLL(_ffi.lib_path)
-        ptr, u32 = ctypes.c_void_p, ctypes.c_uint32
-        calls = (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
-                 lib.wgpuComputePassEncoderDispatchWorkgroups)
-        for call, args in zip(calls, ((ptr, ptr), (ptr, u32, ptr, ctypes.c_size_t, ptr), (ptr, u32, u32, u32))):
-            call.argtypes, call.restype = args, None
-        return calls
-    except Exception:  # no such library or symbols: the plain calls
-        return None
 
 
 def _raw_pass_calls() -> _RawCalls | None:
@@ -147,8 +115,6 @@ class GpuProgram:
         # the native handles, for the raw path (the Python objects above keep them alive)
         self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
                         if self.raw else [])
-        self._addresses = None  # the same as integers, for the GIL-holding calls
-        self._submitted_clean = False  # these commands were recorded and submitted without an error
 
     def _current(self) -> None:
         """Before a run (lock held): rebind when the arena grew since, and load this program's parameters."""
@@ -225,15 +191,8 @@ class GpuProgram:
                 self._encode(cp)
             cp.end()
             return
-        h = raw.begin(enc._internal, raw.pass_desc)
-        if raw.held is not None and self._submitted_clean:
-            try:
-                self._held_pass(raw, h, repeat, first)
-                raw.end(h)
-            finally:
-                raw.release(h)
-            return
         set_pipeline, set_bind_group, dispatch, null = raw.set_pipeline, raw.set_bind_group, raw.dispatch, raw.null
+        h = raw.begin(enc._internal, raw.pass_desc)
         try:
             if first is not None:
                 set_pipeline(h, first[0]._internal)
@@ -250,26 +209,6 @@ class GpuProgram:
             raw.end(h)
         finally:
             raw.release(h)
-
-    def _held_pass(self, raw: _RawCalls, h, repeat: int, first) -> None:
-        """_pass's dispatches through the GIL-holding calls (commands recorded and submitted cleanly before)."""
-        set_pipeline, set_bind_group, dispatch = raw.held
-        address = raw.address
-        if self._addresses is None:
-            self._addresses = [(address(pipe), address(bg), gx, gy) for pipe, bg, gx, gy in self.handles]
-        h = address(h)
-        if first is not None:
-            set_pipeline(h, address(first[0]._internal))
-            set_bind_group(h, 0, address(first[1]._internal), 0, None)
-            dispatch(h, first[2], first[3], 1)
-        for _ in range(repeat):
-            last = None
-            for pipe, bg, gx, gy in self._addresses:
-                if pipe != last:
-                    set_pipeline(h, pipe)
-                    last = pipe
-                set_bind_group(h, 0, bg, 0, None)
-                dispatch(h, gx, gy, 1)
 
     def _copy_outputs(self, enc, staging, at: int) -> None:
         copy = self.raw.copy if self.raw else None
@@ -463,7 +402,6 @@ class GpuProgram:
             data = readback.read(self.dev.device, staging)
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
-            self._submitted_clean = True
         except Exception as e:
             self._ready = None
             why = f"the GPU failed running {what}: {short_error(e)}"
