@@ -265,3 +265,21 @@ def test_winograd_falls_back_to_im2col_when_its_planes_exceed_a_binding():
     assert plan_conv(s, BIG).kernel == "winograd"
     p = plan_conv(s, Limits(max_binding=128 << 20))
     assert p.kernel == "tiled" and p.tile is not None
+
+
+def test_narrow_tiles_only_for_short_n():
+    """N of at most NARROW_N (a 14x14 map of one image in F(4x4) tiles: 16; a 7x7 map: 49 is past it) takes a tile
+    32 columns wide, so three quarters of a 64-wide tile are not spent on nothing; longer N never does."""
+    from facerun.gpu.plan import NARROW_N
+
+    assert NARROW_N == 48
+    short = plan_conv(conv(1, 256, 14, 256), BIG, force_winograd=4)  # products: N = 16 per plane
+    assert short.gemm.tile.bn == 32, short.describe()
+    im2col = plan_conv(conv(1, 512, 6, 512), BIG, force_winograd=False)  # N = 36
+    assert im2col.tile.bn == 32, im2col.describe()
+    for shape in (conv(1, 512, 7, 512), conv(16, 256, 14, 256), conv(1, 64, 80, 64)):  # N = 49, 3136, 6400
+        for form in (False, 2, 4):
+            p = plan_conv(shape, BIG, force_winograd=form)
+            tile = p.gemm.tile if isinstance(p, WinogradPlan) else p.tile
+            n = p.tiles if isinstance(p, WinogradPlan) else shape.n
+            assert tile.bn >= 64 or n <= NARROW_N, (shape, form, p.describe())
