@@ -36,7 +36,8 @@ def assert_runs_plan(dispatches: list, want, pointwise: bool) -> None:
     """The dispatches of one convolution are exactly what `want` (plan_conv's answer) says."""
     if want.kernel == "winograd":  # input transform, the products (the tiled pointwise kernel), output transform
         first, *products, last = dispatches
-        assert (first.kernel, last.kernel) == (K.WINOGRAD_INPUT, K.WINOGRAD_OUTPUT)
+        forms = {2: (K.WINOGRAD_INPUT, K.WINOGRAD_OUTPUT), 4: (K.WINOGRAD4_INPUT, K.WINOGRAD4_OUTPUT)}
+        assert (first.kernel, last.kernel) == forms[want.m] == K.winograd_transforms(want)
         assert first.groups == want.input_grid[:2] and last.groups == want.output_grid[:2]
         assert first.plan is last.plan is want and all(d.plan is want for d in products)
         products[0] = dataclasses.replace(products[0], plan=want.gemm)

@@ -212,8 +212,8 @@ def test_winograd_takes_3x3_stride_1_convolutions_from_16_input_channels():
                   conv(1, 256, 14, 256, pad=0)):
         p = plan_conv(shape, BIG)
         assert isinstance(p, WinogradPlan), shape
-        assert p.tiles == shape.batch * -(-shape.oh // 2) * -(-shape.ow // 2)
-        assert p.describe().startswith("winograd F(2x2,3x3) + tiled")
+        assert p.tiles == shape.batch * -(-shape.oh // p.m) * -(-shape.ow // p.m)
+        assert p.describe().startswith(f"winograd F({p.m}x{p.m},3x3) + tiled")
     stem = plan_conv(conv(16, 3, 112, 64), BIG)  # 3 input channels: the transforms cost more than they save
     strided = plan_conv(conv(16, 64, 112, 64, s=2), BIG)
     five = plan_conv(conv(1, 64, 40, 64, k=5), BIG)
@@ -224,16 +224,32 @@ def test_winograd_takes_3x3_stride_1_convolutions_from_16_input_channels():
 
 
 def test_winograd_products_are_a_16_group_pointwise_gemm():
-    s = conv(16, 128, 28, 256)
+    s = conv(4, 128, 28, 256)  # 196 tiles of 4x4: F(2x2, 3x3)
     p = plan_conv(s, BIG)
+    assert p.m == 2
     g = p.gemm
     assert g.kernel == "tiled" and g.pointwise and g.groups == 16
     assert g.mpad % g.tile.bm == 0 and g.mpad >= 256 and g.kpad >= 128  # M = output channels, K = input channels
     assert g.tiles_n == -(-p.tiles // g.tile.bn)
     assert p.input_grid[0] * p.input_grid[1] * 256 >= 128 * p.tiles  # a thread per (channel, tile)
     assert p.output_grid[0] * p.output_grid[1] * 256 >= 256 * p.tiles
-    # the same layer at any batch takes Winograd: one set of transformed weights serves every batch
-    assert all(isinstance(plan_conv(conv(b, 128, 28, 256), BIG), WinogradPlan) for b in (1, 2, 4, 8, 16))
+    # the same layer at any batch takes Winograd (F(4x4, 3x3) from 256 tiles of 4x4: batch 8 here)
+    forms = [plan_conv(conv(b, 128, 28, 256), BIG) for b in (1, 2, 4, 8, 16)]
+    assert all(isinstance(p, WinogradPlan) for p in forms) and [p.m for p in forms] == [2, 2, 2, 4, 4]
+
+
+def test_winograd_f4_from_256_tiles_and_64_input_channels():
+    """The rule measured on the H200 (plan.WINOGRAD4_MIN_TILES): F(4x4, 3x3) where its products have 256 tiles a plane
+    and the layer 64 input channels or more, F(2x2, 3x3) elsewhere; a batch of 16 of IResNet-100's 7x7 maps stays on
+    F(2x2) (64 tiles), its 14x14 ones take F(4x4) (256)."""
+    from facerun.gpu.plan import WINOGRAD4_MIN_CHANNELS, WINOGRAD4_MIN_TILES
+
+    assert (WINOGRAD4_MIN_TILES, WINOGRAD4_MIN_CHANNELS) == (256, 64)
+    assert plan_conv(conv(16, 256, 14, 256), BIG).m == 4
+    assert plan_conv(conv(16, 512, 7, 512), BIG).m == 2
+    assert plan_conv(conv(1, 256, 14, 256), BIG).m == 2
+    assert plan_conv(conv(1, 64, 64, 64), BIG).m == 4  # 16 x 16 tiles
+    assert plan_conv(conv(1, 32, 64, 64), BIG).m == 2  # too few input channels
 
 
 def test_winograd_forcing():
@@ -260,10 +276,10 @@ def test_winograd_f4_makes_36_planes_of_4x4_tiles():
 
 
 def test_winograd_falls_back_to_im2col_when_its_planes_exceed_a_binding():
-    # 64 channels at 112x112, batch 16: the 16 input planes are 205 MB (the input 51 MB)
+    # 64 channels at 112x112, batch 16: F(4x4)'s 36 input planes are 116 MB, F(2x2)'s 16 are 205 MB (the input 51 MB)
     s = conv(16, 64, 112, 64)
-    assert plan_conv(s, BIG).kernel == "winograd"
-    p = plan_conv(s, Limits(max_binding=128 << 20))
+    assert plan_conv(s, BIG).kernel == "winograd" and plan_conv(s, BIG).m == 4
+    p = plan_conv(s, Limits(max_binding=64 << 20))
     assert p.kernel == "tiled" and p.tile is not None
 
 

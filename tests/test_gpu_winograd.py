@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) inside a model: the checked attach checks its kernels before trusting them, catches a wrong
+"""Winograd F(2x2, 3x3) and F(4x4, 3x3) inside a model: the checked attach checks its kernels before trusting them, catches a wrong
 transform, and a model's programs of two batches share one set of transformed weights. (The kernels against the
 definition: test_gpu_kernels.py.)"""
 
@@ -48,7 +48,7 @@ def test_a_wrong_winograd_transform_is_caught_by_the_check(gpu, monkeypatch):
     from facerun.gpu.checked import Disagreement
 
     real = memory.winograd_weights
-    monkeypatch.setattr(lower, "winograd_weights", lambda w: real(w) * np.float32(1.01))  # 1% off
+    monkeypatch.setattr(lower, "winograd_weights", lambda w, m: real(w, m) * np.float32(1.01))  # 1% off
     x = seeded_input(facerun.load(MODEL).default_shape(1), 3)
     with pytest.raises(Disagreement, match="disagrees"):  # the GPU asked for: the check's error is the run's
         facerun.load(MODEL, device="gpu").run(x)
@@ -57,3 +57,22 @@ def test_a_wrong_winograd_transform_is_caught_by_the_check(gpu, monkeypatch):
     assert net.gpu is None and "disagrees" in net.gpu_reason  # the GPU is dropped, with its reason ...
     for name in want:  # ... and the run carried on on the CPU, with the right answer
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_a_batch_of_16_takes_f4_on_its_larger_maps_checked_and_right(gpu):
+    """At batch 16 the replica's 3x3 layers with 256 tiles of 4x4 and 64 input channels take F(4x4, 3x3)
+    (plan.WINOGRAD4_MIN_TILES), the rest F(2x2, 3x3): the model's check covers the F(4x4) kernels too (on their
+    layers of the small program) before the batch runs, and every item's embedding is the CPU's."""
+    net = facerun.load(MODEL, device="gpu")
+    shape = net.default_shape(16)
+    x = np.concatenate([seeded_input(net.default_shape(1), 10 + i) for i in range(16)])
+    got, want = net.run_batch(x), net.run(x, device="cpu")
+    assert net.gpu.reason is None
+    gp = net.gpu.model.compile(net.program(shape))
+    forms = {d.plan.m for d in gp.dispatches if d.plan is not None and d.plan.kernel == "winograd"}
+    assert forms == {2, 4}, forms
+    assert {K.WINOGRAD4_INPUT.key, K.WINOGRAD4_OUTPUT.key} <= gp.kernel_keys <= net.gpu.verified
+    for name in want:
+        a, b = got[name].reshape(16, -1), want[name].reshape(16, -1)
+        cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        assert cos.min() > 0.99999, (name, cos.min())

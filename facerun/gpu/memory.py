@@ -1,6 +1,6 @@
 """Where a program's data lives on the device, and in what layout.
 
-Weights and constants stay on the device per model while they fit its byte budget (default 768 MiB,
+Weights and constants stay on the device per model while they fit its byte budget (default 1536 MiB,
 FACERUN_GPU_BUDGET_MB); past it they are `Transient`, uploaded for each run. Activation values get buffer slots by
 lifetime (`SlotPlanner`). The packing functions lay weights and per-channel coefficients out the way the kernels read
 them. Nothing here decides which kernel runs: that is plan.py's.
@@ -22,11 +22,11 @@ from .. import program as P
 from ..errors import GpuError
 from .plan import ConvShape, PlanError
 
-DEFAULT_BUDGET_MB = 768
+DEFAULT_BUDGET_MB = 1536  # a model's programs may hold F(2x2) and F(4x4) weights both: see plan.WINOGRAD4_MIN_TILES
 
 
 def budget_bytes(budget_mb: float | None = None) -> int:
-    """The resident-weight budget: the argument, else FACERUN_GPU_BUDGET_MB, else 768 MiB."""
+    """The resident-weight budget: the argument, else FACERUN_GPU_BUDGET_MB, else DEFAULT_BUDGET_MB."""
     if budget_mb is None:
         env = os.environ.get("FACERUN_GPU_BUDGET_MB", "").strip()
         try:
@@ -170,15 +170,16 @@ def pack_conv_weights(weight: np.ndarray, groups: int, kpad: int, mpad: int) -> 
 # F(4x4, 3x3)'s weight transform (interpolation points 0, ±1, ±2; winograd4.wgsl has the two others)
 _G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
+_G4_KRON = np.kron(_G4, _G4).astype(np.float32)  # (36, 9): filter (i, j) -> (a, b)
 
 
 def winograd_weights(weight: np.ndarray, m: int = 2) -> np.ndarray:
     """OIHW 3x3 weights as Winograd F(mxm, 3x3)'s products take them: U = G g Gᵀ of every filter, as the weights of
     an (m+2)²-group 1x1 convolution (group e = (m+2)a + b holds U[a, b] of every output channel), in float32."""
     cout, cin = weight.shape[:2]
-    if m == 4:  # in float64, then rounded once: G's sixths and 24ths are not exact in float32
-        filters = np.asarray(weight, np.float64).transpose(1, 0, 2, 3).reshape(cin * cout, 9)
-        u = (np.kron(_G4, _G4) @ filters.T).reshape(36, cin, cout).astype(np.float32)
+    if m == 4:  # one float32 GEMM with kron(G, G) over the filters laid out (cin, cout), as the CPU's F(2x2)
+        filters = np.ascontiguousarray(weight.transpose(1, 0, 2, 3), dtype=np.float32).reshape(cin * cout, 9)
+        u = np.matmul(_G4_KRON, filters.T).reshape(36, cin, cout)
     else:
         from ..cpu.winograd import transformed_weights  # the CPU's transform: one definition of G
 

@@ -321,8 +321,17 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 # a batch-dependent rule, im2col's set (batch 1) and Winograd's (batch 16) together exceed the resident-weight budget,
 # and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
 WINOGRAD_MIN_CHANNELS = 16
-# The form a layer takes when none is forced (see winograd_form).
-WINOGRAD_FORM = 2
+# F(4x4, 3x3) where its products have at least this many tiles (N per plane) and the layer this many input channels;
+# F(2x2, 3x3) elsewhere. Measured on an H200 (whole runs, run-time medians of three alternating rounds, narrow tiles
+# on): the AuraFace replica at batch 16 11.20 ms with F(2x2) everywhere, 9.64 with this rule, 9.61 with F(4x4) on
+# every map of 14x14 or more; batch 8 7.16 / 6.92; batch 4 4.91 / 4.85; batch 1 3.26 / 3.26 (F(4x4) on every map of
+# 14x14 or more: 3.78: at one image its products have 16 tiles a plane, and the GEMM's columns go to waste); SCRFD,
+# RetinaFace and YOLOv5-face at 640x640 within 0.05 ms either way (F(4x4) everywhere: 2-8% slower, their layers
+# have few channels and the transforms cost more than the products save). A batch-dependent rule: a model's
+# programs then hold both sets of transformed weights (F(4x4)'s are 36/9 of the 3x3 weights), which is why the
+# resident-weight budget is 1536 MiB (memory.DEFAULT_BUDGET_MB).
+WINOGRAD4_MIN_TILES = 256
+WINOGRAD4_MIN_CHANNELS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,9 +376,10 @@ def winograd_wins(s: ConvShape) -> bool:
 
 
 def winograd_form(s: ConvShape) -> int:
-    """The output tile's side a Winograd layer takes when none is forced: WINOGRAD_FORM (a function of the shape,
-    so a rule by map size can come without touching the callers)."""
-    return WINOGRAD_FORM
+    """The output tile's side a Winograd layer takes when none is forced: 4 where F(4x4, 3x3)'s products have
+    WINOGRAD4_MIN_TILES tiles or more and the layer WINOGRAD4_MIN_CHANNELS input channels, else 2."""
+    tiles = s.batch * ceil_div(s.oh, 4) * ceil_div(s.ow, 4)
+    return 4 if tiles >= WINOGRAD4_MIN_TILES and s.cin >= WINOGRAD4_MIN_CHANNELS else 2
 
 
 def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
