@@ -1,6 +1,6 @@
-"""Winograd F(2x2, 3x3) and F(4x4, 3x3) inside a model: the checked attach checks its kernels before trusting them, catches a wrong
-transform, and a model's programs of two batches share one set of transformed weights. (The kernels against the
-definition: test_gpu_kernels.py.)"""
+"""Winograd F(2x2, 3x3) and F(4x4, 3x3) inside a model: the checked attach checks its kernels before trusting them,
+catches a wrong transform, and a model's programs of two batches share one set of transformed weights; a batch of 16
+takes both forms. (The kernels against the definition: test_gpu_kernels.py.)"""
 
 from __future__ import annotations
 
