@@ -52,9 +52,11 @@ def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -
         variants += [(f"tile {name}", {"force_tile": name}) for name in tiles]
         if tiles:
             variants.append(("planned, no split", {"force_splits": 1}))
-        if tiles and winograd:  # the tiles of Winograd's products
-            variants += [(f"winograd tile {name}", {"force_winograd": True, "force_tile": name}) for name in tiles]
-            variants.append(("winograd, no split", {"force_winograd": True, "force_splits": 1}))
+        if tiles and winograd:  # the tiles of Winograd's products, in either form
+            for form in (2, 4):
+                variants += [(f"winograd F({form}x{form}) tile {name}", {"force_winograd": form, "force_tile": name})
+                             for name in tiles]
+                variants.append((f"winograd F({form}x{form}), no split", {"force_winograd": form, "force_splits": 1}))
         row = {"node": st.node, "input": list(xshape), "weight": list(st.weight.shape), "groups": st.groups,
                "stride": list(st.stride), "macs": macs, "count": 1, "variants": []}
         for label, force in variants:
