@@ -1,0 +1,80 @@
+"""Whole-run A/B of the tile Winograd's products take (AuraFace replica): the planner's choice against one tile forced
+on every Winograd product (16 or 36 groups) or on the F(4x4) ones alone; run medians over alternating rounds.
+
+    python examples/winograd_tiles.py [BATCH ...]      (default 16; needs a GPU adapter)
+
+Single layers time noisily on a shared H200; whole runs side by side in one process are what to decide on.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import facerun
+from facerun.gpu import plan
+from facerun.gpu.model import GpuModel
+from facerun.gpu.tune import gpu_seconds
+
+ROUNDS = 3
+RUNS = 15  # per variant and round
+PLANNED = plan.choose_tile
+
+
+def forcing(name: str, groups: tuple[int, ...]):
+    """choose_tile with the tile `name` for products of `groups` groups (Winograd's 16 or 36 planes)."""
+    def choose(m, n, k, g, limits):
+        return (plan.TILES[name], False) if g in groups else PLANNED(m, n, k, g, limits)
+    return choose
+
+
+def compiled(model: GpuModel, prog, choose):
+    plan.choose_tile = choose or PLANNED
+    plan.plan_conv.cache_clear()
+    try:
+        return model._compile(prog, None)  # uncached: each variant its own program
+    finally:
+        plan.choose_tile = PLANNED
+        plan.plan_conv.cache_clear()
+
+
+def main(batches: list[int]) -> int:
+    net = facerun.load("auraface-arch", device="cpu")
+    model = GpuModel(budget_mb=16384)  # every variant's packed weights stay resident
+    for batch in batches:
+        prog = net.program((batch, 3, 112, 112))
+        x = np.random.default_rng(0).uniform(-1, 1, prog.input_shape).astype(np.float32)
+        feeds = {prog.inputs[0][0]: x}
+        variants = {"planned": None}
+        for name in ("128x128", "64x128", "64x64", "128x64"):
+            variants[f"all {name}"] = forcing(name, (16, 36))
+            variants[f"f4 {name}"] = forcing(name, (36,))
+        gps = {}
+        for label, choose in variants.items():
+            try:
+                gps[label] = compiled(model, prog, choose)
+            except Exception as e:  # a tile the device or shape does not take
+                print(f"b{batch} {label}: {e}", file=sys.stderr)
+        ref = gps["planned"].run(feeds)
+        runs: dict[str, list[float]] = {label: [] for label in gps}
+        for _ in range(ROUNDS):
+            for label, gp in gps.items():
+                gp.run(feeds)
+                for _ in range(RUNS):
+                    t = time.perf_counter()
+                    gp.run(feeds)
+                    runs[label].append(time.perf_counter() - t)
+        for label, gp in gps.items():
+            out = gp.run(feeds)
+            diff = max(float(np.abs(out[k] - ref[k]).max()) for k in ref)
+            run_ms = statistics.median(runs[label]) * 1e3
+            print(f"b{batch} {label:14s} run {run_ms:7.3f} ms  gpu {gpu_seconds(gp, 10) * 1e3:7.3f} ms  "
+                  f"maxdiff {diff:.1e}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main([int(b) for b in sys.argv[1:]] or [16]))
