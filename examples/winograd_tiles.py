@@ -3,11 +3,14 @@ on every Winograd product (16 or 36 groups) or on the F(4x4) ones alone; run med
 
     python examples/winograd_tiles.py [BATCH ...]      (default 16; needs a GPU adapter)
 
-Single layers time noisily on a shared H200; whole runs side by side in one process are what to decide on.
+Single layers time noisily on a shared H200; whole runs side by side in one process are what to decide on. The tile
+is forced by wrapping the planner's choose_tile for the Winograd products' group counts: a measuring tool, not a way
+to run a model.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -15,6 +18,7 @@ import time
 import numpy as np
 
 import facerun
+from facerun.errors import FacerunError
 from facerun.gpu import plan
 from facerun.gpu.model import GpuModel
 from facerun.gpu.tune import gpu_seconds
@@ -41,7 +45,7 @@ def compiled(model: GpuModel, prog, choose):
         plan.plan_conv.cache_clear()
 
 
-def main(batches: list[int]) -> int:
+def ab(batches: list[int]) -> None:
     net = facerun.load("auraface-arch", device="cpu")
     model = GpuModel(budget_mb=16384)  # every variant's packed weights stay resident
     for batch in batches:
@@ -56,7 +60,7 @@ def main(batches: list[int]) -> int:
         for label, choose in variants.items():
             try:
                 gps[label] = compiled(model, prog, choose)
-            except Exception as e:  # a tile the device or shape does not take
+            except FacerunError as e:  # a tile the device or shape does not take
                 print(f"b{batch} {label}: {e}", file=sys.stderr)
         ref = gps["planned"].run(feeds)
         runs: dict[str, list[float]] = {label: [] for label in gps}
@@ -73,8 +77,21 @@ def main(batches: list[int]) -> int:
             run_ms = statistics.median(runs[label]) * 1e3
             print(f"b{batch} {label:14s} run {run_ms:7.3f} ms  gpu {gpu_seconds(gp, 10) * 1e3:7.3f} ms  "
                   f"maxdiff {diff:.1e}", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("batches", nargs="*", type=int, default=[16], metavar="BATCH")
+    args = ap.parse_args(argv)
+    if any(b < 1 for b in args.batches):
+        ap.error("a batch is at least 1")
+    try:
+        ab(args.batches)
+    except FacerunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main([int(b) for b in sys.argv[1:]] or [16]))
+    sys.exit(main())

@@ -38,8 +38,9 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json):
     """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate, a 3x3 at
     stride 1 every way (im2col, Winograd F(2x2, 3x3) and F(4x4, 3x3)), and with --all-tiles or --tiles those of
-    other tiles; then the whole program's GPU time, run time and encoding time. Single layers are noisy on a busy
-    GPU: decide on whole programs (--no-convs, --winograd).
+    other tiles (for a 3x3 at stride 1, also as the tile of Winograd's products in either form); then the whole
+    program's GPU time, run time and encoding time. Single layers are noisy on a busy GPU: decide on whole programs
+    (--no-convs, --winograd).
 
     Needs a GPU adapter (a software one with the global --allow-software)."""
     from ..gpu import tune as T
