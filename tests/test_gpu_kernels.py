@@ -180,6 +180,35 @@ def test_winograd_writes_a_fused_nhwc_transpose(gpu_model):
     assert ok, worst
 
 
+@pytest.mark.parametrize("form", [2, 4], ids=["F2", "F4"])
+def test_a_batch_norm_folded_into_winograd_leaves_the_padding_zero(gpu_model, form):
+    """A batch norm before a Winograd convolution (IResNet's block opening) is applied by the input transform: the
+    norm makes no dispatch, the padding stays zero (the norm comes before it; a shift applied to the padding would
+    show at every border), and the norm's input outlives it until the convolution reads it, though the value made in
+    between (the Unary, as large as it) could take its slot."""
+    bld = Builder()
+    shape = (2, 16, 7, 9)
+    x = bld.input("x", shape)
+    z = bld.input("z", shape)
+    scale, shift = randn(16), randn(16, scale=2.0) + 3.0  # shifts far from zero
+    normed = bld.step(P.Affine, shape, x=x, scale=scale, shift=shift)
+    between = bld.step(P.Unary, shape, x=z, act=P.Activation("relu"))
+    weight = randn(16, 16, 3, 3, scale=0.1)
+    y = bld.step(P.Conv, (2, 16, 7, 9), x=normed, weight=weight, bias=randn(16), groups=1, stride=(1, 1),
+                 dilation=(1, 1), pads=(1, 1, 1, 1))
+    out = bld.step(P.Binary, shape, a=y, b=between, kind="add")
+    prog = bld.program(out)
+    gp = gpu_model.compile(prog, force={"force_winograd": form})
+    stem = "winograd" if form == 2 else "winograd4"
+    assert "batch norm folded in" in gp.conv_plans[0][1] and gp.kernels[stem] == 2, gp.conv_plans
+    assert gp.kernels["unary"] == 1, gp.kernels  # the relu alone: the norm has no dispatch
+    feeds = {"x": randn(*shape), "z": randn(*shape)}
+    n = feeds["x"] * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)
+    want = conv_reference(n, weight, prog.steps[2].bias, (1, 1), (1, 1, 1, 1), 1) + np.maximum(feeds["z"], 0)
+    ok, worst = close(gp.run(feeds)[prog.outputs[0][0]], want)
+    assert ok, f"F({form}x{form}): off by {worst}"
+
+
 def test_natural_and_forced_split_k(gpu_model):
     prog, feeds, want = conv_step(CONV_CASES["split-K natural (4x4x256)"])
     natural = gpu_model.compile(prog, force=IM2COL)

@@ -11,7 +11,7 @@ import pytest
 import facerun
 from facerun import program as P
 from facerun.gpu import kernels as K
-from facerun.gpu.lower import lower
+from facerun.gpu.lower import lower, prologues
 from facerun.gpu.plan import ConvShape, Limits, PlanError, Tile, plan_conv, plan_gemm
 
 BIG = Limits(max_workgroups_per_dim=65535, max_binding=2 << 30, max_invocations=1024, max_workgroup_storage=49152)
@@ -32,12 +32,16 @@ def by_node(low) -> dict[str, list]:
     return found
 
 
-def assert_runs_plan(dispatches: list, want, pointwise: bool) -> None:
-    """The dispatches of one convolution are exactly what `want` (plan_conv's answer) says."""
+def assert_runs_plan(dispatches: list, want, pointwise: bool, norm: bool = False) -> None:
+    """The dispatches of one convolution are exactly what `want` (plan_conv's answer) says; `norm`: a batch norm is
+    folded into its Winograd input transform."""
     if want.kernel == "winograd":  # input transform, the products (the tiled pointwise kernel), output transform
         first, *products, last = dispatches
-        forms = {2: (K.WINOGRAD_INPUT, K.WINOGRAD_OUTPUT), 4: (K.WINOGRAD4_INPUT, K.WINOGRAD4_OUTPUT)}
-        assert (first.kernel, last.kernel) == forms[want.m] == K.winograd_transforms(want)
+        forms = {(2, False): (K.WINOGRAD_INPUT, K.WINOGRAD_OUTPUT), (4, False): (K.WINOGRAD4_INPUT, K.WINOGRAD4_OUTPUT),
+                 (2, True): (K.WINOGRAD_INPUT_AFFINE, K.WINOGRAD_OUTPUT),
+                 (4, True): (K.WINOGRAD4_INPUT_AFFINE, K.WINOGRAD4_OUTPUT)}
+        assert (first.kernel, last.kernel) == forms[want.m, norm] == K.winograd_transforms(want, affine=norm)
+        assert (first.reads[1] is not None) == norm  # the norm's scales and shifts
         assert first.groups == want.input_grid[:2] and last.groups == want.output_grid[:2]
         assert first.plan is last.plan is want and all(d.plan is want for d in products)
         products[0] = dataclasses.replace(products[0], plan=want.gemm)
@@ -67,13 +71,18 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits):
     prog = net.program(shape or net.default_shape(1))
     low = lower(prog, limits, keep_data)
     found = by_node(low)
+    norms = prologues(prog)
     kinds = set()
     for st in prog.steps:
         if isinstance(st, P.Conv):
             (b, cin, h, w), (_, cout, oh, ow) = prog.values[st.x].shape, prog.values[st.out].shape
             s = ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
             want = plan_conv(s, limits)
-            assert_runs_plan(found[st.node], want, s.pointwise)
+            folded = id(st) in norms and want.kernel == "winograd"
+            assert_runs_plan(found[st.node], want, s.pointwise, folded)
+            if id(st) in norms:  # a folded norm makes no dispatch of its own; one in front of another plan does
+                assert len(found[norms[id(st)].node]) == (0 if folded else 1)
+                kinds.add("folded norm" if folded else "norm")
             kinds.add(want.kernel + (" split" if want.splits > 1 else ""))
         elif isinstance(st, P.Gemm):
             (m, k), n = prog.values[st.x].shape, st.weight.shape[0]
@@ -87,8 +96,8 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits):
     assert kinds, "the model has convolutions"
     if name == "yunet-arch":
         assert {"tiled", "depthwise"} <= kinds
-    if name == "auraface-arch-small":  # its 3x3 layers, its stem and strided ones not
-        assert {"winograd", "tiled"} <= kinds
+    if name == "auraface-arch-small":  # its 3x3 layers, its stem and strided ones not; each block's first norm folded
+        assert {"winograd", "tiled", "folded norm"} <= kinds
 
 
 def test_forced_tiles_and_splits_reach_every_tiled_convolution():

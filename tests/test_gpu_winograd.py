@@ -33,7 +33,8 @@ def test_the_check_covers_winograd_and_batches_share_its_weights(gpu):
                     / (np.linalg.norm(got[name]) * np.linalg.norm(want[name])))
         assert cos > 0.99999, name
     keys = _winograd_keys(net, shape)
-    assert {K.WINOGRAD_INPUT.key, K.WINOGRAD_OUTPUT.key} <= keys <= net.gpu.verified
+    # each block's first layer has the block's batch norm folded into its input transform
+    assert {K.WINOGRAD_INPUT_AFFINE.key, K.WINOGRAD_OUTPUT.key} <= keys <= net.gpu.verified
     store = net.gpu.model.weights
     resident = store.resident_bytes
     batch = np.concatenate([x, seeded_input(shape, 4)])
@@ -71,8 +72,23 @@ def test_a_batch_of_16_takes_f4_on_its_larger_maps_checked_and_right(gpu):
     gp = net.gpu.model.compile(net.program(shape))
     forms = {d.plan.m for d in gp.dispatches if d.plan is not None and d.plan.kernel == "winograd"}
     assert forms == {2, 4}, forms
-    assert {K.WINOGRAD4_INPUT.key, K.WINOGRAD4_OUTPUT.key} <= gp.kernel_keys <= net.gpu.verified
+    assert {K.WINOGRAD4_INPUT_AFFINE.key, K.WINOGRAD4_OUTPUT.key} <= gp.kernel_keys <= net.gpu.verified
     for name in want:
         a, b = got[name].reshape(16, -1), want[name].reshape(16, -1)
         cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
         assert cos.min() > 0.99999, (name, cos.min())
+
+
+def test_the_check_runs_a_folded_norm_on_its_layer(gpu, monkeypatch):
+    """The F(4x4) input transform with a batch norm folded in first appears in the batch-16 program: the check must
+    run it on its layer with the norm in front (a layer alone, without it, would not use that kernel and would
+    leave it unchecked). Here that kernel ignores the norm: the check catches it before the batch runs."""
+    from facerun.gpu.checked import Disagreement
+
+    ignores_norm = K.Kernel("winograd4.wgsl", "input", (("AFFINE", False), ("IGNORES_NORM", True)), epilogue=True)
+    monkeypatch.setattr(K, "WINOGRAD4_INPUT_AFFINE", ignores_norm)
+    net = facerun.load(MODEL, device="gpu")
+    x = np.concatenate([seeded_input(net.default_shape(1), 10 + i) for i in range(16)])
+    net.run(x[:1])  # the model's check, at batch 1 (F(2x2) only)
+    with pytest.raises(Disagreement, match="disagrees"):
+        net.run_batch(x)

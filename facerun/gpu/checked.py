@@ -220,7 +220,7 @@ class CheckedGpu:
         twin = next((s for s in small.steps if s.node == st.node and isinstance(s, P.Conv)), None)
         if twin is None:
             return False
-        one = one_conv_program(small, twin)
+        one = one_conv_program(small, twin, norm=True)
         force = {"force_tile": plan.tile.name, "force_splits": plan.splits,
                  # Winograd's products are the tiled kernel's: the same form, so its transforms are checked too
                  "force_winograd": plan.m if plan.kernel == "winograd" else False}
@@ -259,7 +259,7 @@ class CheckedGpu:
                 raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
             return
         for st in layers:
-            one = one_conv_program(prog, st)
+            one = one_conv_program(prog, st, norm=True)
             inputs = test_inputs(one)
             why = disagreement(self.cpu_run(one, inputs), self.model.compile_once(one).run(inputs))
             if why is not None:

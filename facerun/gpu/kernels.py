@@ -227,16 +227,22 @@ DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True, trusted=True)
 DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True, trusted=True)
 SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
 # Winograd's transforms, F(2x2, 3x3) and F(4x4, 3x3): one guarded thread per (channel, tile), planes sized by the
-# lowering
-WINOGRAD_INPUT = Kernel("winograd.wgsl", "input", epilogue=True, trusted=True)
-WINOGRAD_OUTPUT = Kernel("winograd.wgsl", "output", epilogue=True, trusted=True)
-WINOGRAD4_INPUT = Kernel("winograd4.wgsl", "input", epilogue=True, trusted=True)
-WINOGRAD4_OUTPUT = Kernel("winograd4.wgsl", "output", epilogue=True, trusted=True)
+# lowering; an input transform with AFFINE applies a batch norm's scale and shift per input channel to the patch (the
+# norm folded into the convolution after it: lower.prologues), zero padding staying zero
+WINOGRAD_INPUT = Kernel("winograd.wgsl", "input", (("AFFINE", False),), epilogue=True, trusted=True)
+WINOGRAD_INPUT_AFFINE = Kernel("winograd.wgsl", "input", (("AFFINE", True),), epilogue=True, trusted=True)
+WINOGRAD_OUTPUT = Kernel("winograd.wgsl", "output", (("AFFINE", False),), epilogue=True, trusted=True)
+WINOGRAD4_INPUT = Kernel("winograd4.wgsl", "input", (("AFFINE", False),), epilogue=True, trusted=True)
+WINOGRAD4_INPUT_AFFINE = Kernel("winograd4.wgsl", "input", (("AFFINE", True),), epilogue=True, trusted=True)
+WINOGRAD4_OUTPUT = Kernel("winograd4.wgsl", "output", (("AFFINE", False),), epilogue=True, trusted=True)
 
 
-def winograd_transforms(plan: WinogradPlan) -> tuple[Kernel, Kernel]:
-    """The (input, output) transform kernels of a Winograd plan's form."""
-    return (WINOGRAD4_INPUT, WINOGRAD4_OUTPUT) if plan.m == 4 else (WINOGRAD_INPUT, WINOGRAD_OUTPUT)
+def winograd_transforms(plan: WinogradPlan, affine: bool = False) -> tuple[Kernel, Kernel]:
+    """The (input, output) transform kernels of a Winograd plan's form; `affine`: the input transform applying a
+    folded batch norm."""
+    if plan.m == 4:
+        return (WINOGRAD4_INPUT_AFFINE if affine else WINOGRAD4_INPUT), WINOGRAD4_OUTPUT
+    return (WINOGRAD_INPUT_AFFINE if affine else WINOGRAD_INPUT), WINOGRAD_OUTPUT
 
 
 @cache

@@ -125,6 +125,32 @@ def fusions(prog: P.Program) -> dict[int, Fusion]:
     return found
 
 
+def prologues(prog: P.Program) -> dict[int, P.Affine]:
+    """The batch norms a convolution may fold into its input, by id of that convolution: an Affine over the channels
+    of an NCHW value whose output is the convolution's input (no residual's), read by nothing else and no program
+    output. (The lowering folds it where the convolution runs Winograd: the input transform applies it.)"""
+    values = prog.values
+    readers: dict[int, int] = {}
+    for st in prog.steps:
+        for v in {values[r].base for r in st.reads}:
+            readers[v] = readers.get(v, 0) + 1
+    outputs = {values[v].base for _, v in prog.outputs}
+    made = {st.out: st for st in prog.steps if type(st) is P.Affine}
+    found: dict[int, P.Affine] = {}
+    for st in prog.steps:
+        if type(st) is not P.Conv:
+            continue
+        norm = made.get(st.x)
+        if norm is None or values[norm.x].kind == "const" or len(values[st.x].shape) != 4:
+            continue
+        storage = values[norm.out].base
+        cin = values[st.x].shape[1]
+        if (storage == norm.out and storage not in outputs and readers.get(storage) == 1
+                and np.size(norm.scale) == cin and np.size(norm.shift) == cin and st.residual != norm.out):
+            found[id(st)] = norm
+    return found
+
+
 def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None) -> Lowered:
     """The dispatches of `prog` on a device with `limits`. `force` (tests, tuning) is passed to every convolution's
     plan_conv (force_splits, force_tile)."""
@@ -146,6 +172,16 @@ class _Lowering:
         self.out = Lowered([], self.slots, [], [], 16)
         self.node = ""
         self.fused = fusions(prog)
+        # batch norms folded into the Winograd input transform of the convolution after them: norm id -> that conv
+        self.prologue: dict[int, P.Conv] = {}
+        self.norm_of: dict[int, P.Affine] = {}  # conv id -> its folded norm
+        convs = {id(st): st for st in prog.steps if type(st) is P.Conv}
+        for conv_id, norm in prologues(prog).items():
+            conv = convs[conv_id]
+            if isinstance(plan_conv(conv_shape(prog, conv), limits, **force), WinogradPlan):
+                self.prologue[id(norm)] = conv
+                self.norm_of[conv_id] = norm
+        self._deferred: dict[int, tuple] = {}  # conv id -> its folded norm's frees (the conv reads the norm's input)
 
     def run(self) -> Lowered:
         prog, out = self.prog, self.out
@@ -157,6 +193,9 @@ class _Lowering:
         folded = {id(f.step): f for f in self.fused.values()}
         lent: set[int] = set()  # storages writing into a folded step's output slot: freed with that output
         for step in prog.steps:
+            if id(step) in self.prologue:  # no dispatch, no slot: its input lives on until the convolution reads it
+                self._deferred[id(self.prologue[id(step)])] = tuple(step.frees)
+                continue
             storage = prog.storage(step.out)
             self._check_size(step.out)
             if storage not in self.slot_of:
@@ -181,7 +220,7 @@ class _Lowering:
         return out
 
     def _free(self, step: P.Step, lent: set[int]) -> None:
-        for f in step.frees:
+        for f in (*step.frees, *self._deferred.pop(id(step), ())):
             if f in self.slot_of and f not in lent:
                 self.slots.give(self.slot_of[f])
 
@@ -427,7 +466,9 @@ class _Lowering:
         act = fused.act if fused is not None and fused.act is not None else st.act
         nhwc = fused is not None and fused.nhwc
         if isinstance(plan, WinogradPlan):
-            self._winograd(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
+            norm = self.norm_of.get(id(st))
+            x_ref = self._read(st.x if norm is None else norm.x)
+            self._winograd(shape, plan, st.weight, st.bias, act, x_ref, res, out, nhwc, norm)
             return
         self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
 
@@ -435,20 +476,25 @@ class _Lowering:
         """The buffer of a convolution's bias and PReLU slopes."""
         return self._const_of("epilogue", (bias, act), (cout,), lambda: epilogue_data(cout, bias, act)[0])
 
-    def _winograd(self, s: ConvShape, plan: WinogradPlan, weight, bias, act, x_ref, res_ref, out, nhwc) -> None:
+    def _winograd(self, s: ConvShape, plan: WinogradPlan, weight, bias, act, x_ref, res_ref, out, nhwc,
+                  norm: P.Affine | None = None) -> None:
         """The input transform into (m+2)² planes, their products (the tiled pointwise kernel, one group each, on the
         transformed weights) and the output transform with the epilogue; each dispatch carries the whole plan, so a
-        check forcing it runs all three."""
-        self.out.conv_plans.append((self.node, plan.describe()))
+        check forcing it runs all three. `norm`: a batch norm folded into the input transform (x_ref is its input)."""
+        self.out.conv_plans.append((self.node, plan.describe() + (", batch norm folded in" if norm else "")))
         cout, t, e = s.cout, plan.tiles, plan.planes
-        into, back = K.winograd_transforms(plan)
+        into, back = K.winograd_transforms(plan, affine=norm is not None)
+        coef = None
+        if norm is not None:
+            coef = self._const_of("coef", (norm.scale, norm.shift), (s.cin,), lambda: np.concatenate(
+                [np.asarray(norm.scale, np.float32).reshape(-1), np.asarray(norm.shift, np.float32).reshape(-1)]))
         p = _epilogue_fields(act, bias, res_ref, cout)
         p.update(_out_strides(cout, s.oh * s.ow, nhwc), cin=s.cin, cout=cout, h=s.h, w=s.w, oh=s.oh, ow=s.ow,
                  pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
         epi_buf = self._epilogue(bias, act, cout)
         planes = self.slots.take(e * s.cin * t * 4)
         gx, gy, row = plan.input_grid
-        self._add(into, dict(p, count=s.cin * t, row=row), [x_ref], ("slot", planes), (gx, gy), plan)
+        self._add(into, dict(p, count=s.cin * t, row=row), [x_ref, coef], ("slot", planes), (gx, gy), plan)
         products = self.slots.take(e * cout * t * 4)
         g = plan.gemm
         wbuf = self._const_of(f"winograd {plan.m} weights", (weight,), (g.kpad, g.mpad),

@@ -22,7 +22,7 @@ from ..errors import GpuError
 from ..lru import InFlight, LruCache, budget_from_env
 from . import device as D
 from .arena import Arena
-from .lower import lower
+from .lower import lower, prologues
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
@@ -190,21 +190,29 @@ class _NoConsts:
 _no_consts = _NoConsts()
 
 
-def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm) -> P.Program:
+def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm, norm: bool = False) -> P.Program:
     """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog` (inputs "x"
-    and, with a residual, "residual"; output "y")."""
+    and, with a residual, "residual"; output "y"). norm=True: with the batch norm before it that the lowering may fold
+    into it (lower.prologues), "x" then being the norm's input, so a check runs the kernels the layer runs."""
     xshape, yshape = prog.values[step.x].shape, prog.values[step.out].shape
     values = [P.Value(0, "x", tuple(xshape), "input", 0)]
     inputs = [("x", 0)]
+    steps = []
+    x = 0
+    before = prologues(prog).get(id(step)) if norm and isinstance(step, P.Conv) else None
+    if before is not None:
+        x = len(values)
+        values.append(P.Value(x, "normed", tuple(xshape), "temp", x))
+        steps.append(dataclasses.replace(before, x=0, out=x))
     res = None
     if getattr(step, "residual", None) is not None:
-        values.append(P.Value(1, "residual", tuple(yshape), "input", 1))
-        inputs.append(("residual", 1))
-        res = 1
+        res = len(values)
+        values.append(P.Value(res, "residual", tuple(yshape), "input", res))
+        inputs.append(("residual", res))
     out = len(values)
     values.append(P.Value(out, "y", tuple(yshape), "temp", out))
-    one_step = (dataclasses.replace(step, out=out, x=0, residual=res) if isinstance(step, P.Conv)
-                else dataclasses.replace(step, out=out, x=0))
-    one = P.Program(values, [one_step], inputs, [("y", out)])
+    steps.append(dataclasses.replace(step, out=out, x=x, residual=res) if isinstance(step, P.Conv)
+                 else dataclasses.replace(step, out=out, x=x))
+    one = P.Program(values, steps, inputs, [("y", out)])
     one.assign_lifetimes()
     return one

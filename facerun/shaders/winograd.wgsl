@@ -27,7 +27,7 @@ struct Params {
     out_p: u32,
 }
 
-#bindings x, unused, epi, res
+#bindings x, coef, epi, res
 
 #per_value input count
     let t = i % p.tiles;
@@ -39,6 +39,11 @@ struct Params {
     let y0 = i32(ty * 2u) - i32(p.pt);
     let x0 = i32(tx * 2u) - i32(p.pl);
     let base = (b * p.cin + c) * p.h * p.w;
+#if AFFINE
+    // a batch norm folded in (coef: its scales, then its shifts): applied to the values read, so padding stays zero
+    let scale = coef[c];
+    let shift = coef[p.cin + c];
+#end
     // the patch's rows, each a vec4 of its four columns
 #unroll r 0 4
     var d${r} = vec4<f32>(0.0);
@@ -46,7 +51,12 @@ struct Params {
         let row = base + u32(y0 + ${r}) * p.w;
 #unroll q 0 4
         if (x0 + ${q} >= 0 && x0 + ${q} < i32(p.w)) {
+#if not AFFINE
             d${r}[${q}] = x[row + u32(x0 + ${q})];
+#end
+#if AFFINE
+            d${r}[${q}] = fma(x[row + u32(x0 + ${q})], scale, shift);
+#end
         }
 #end
     }

@@ -28,7 +28,7 @@ struct Params {
     out_p: u32,
 }
 
-#bindings x, unused, epi, res
+#bindings x, coef, epi, res
 
 // Bᵀ z for a column (or row) z of six values
 fn bt(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> array<f32, 6> {
@@ -60,6 +60,11 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
     let y0 = i32(ty * 4u) - i32(p.pt);
     let x0 = i32(tx * 4u) - i32(p.pl);
     let base = (b * p.cin + c) * p.h * p.w;
+#if AFFINE
+    // a batch norm folded in (coef: its scales, then its shifts): applied to the values read, so padding stays zero
+    let scale = coef[c];
+    let shift = coef[p.cin + c];
+#end
     // the patch's rows
 #unroll r 0 6
     var d${r} = array<f32, 6>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
@@ -67,7 +72,12 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
         let row = base + u32(y0 + ${r}) * p.w;
 #unroll q 0 6
         if (x0 + ${q} >= 0 && x0 + ${q} < i32(p.w)) {
+#if not AFFINE
             d${r}[${q}] = x[row + u32(x0 + ${q})];
+#end
+#if AFFINE
+            d${r}[${q}] = fma(x[row + u32(x0 + ${q})], scale, shift);
+#end
         }
 #end
     }
