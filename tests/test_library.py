@@ -314,9 +314,9 @@ def test_the_first_photo_runs_with_only_a_few_photos_decoding_beside_it(tmp_path
     started, at_runs = [], []
     real_decode, real_run = library._decode, detector.run_network
 
-    def decode(path, det, stats):
+    def decode(path, det, stats, draft):
         started.append(path)
-        return real_decode(path, det, stats)
+        return real_decode(path, det, stats, draft)
 
     def run_network(prepared):
         out = real_run(prepared)

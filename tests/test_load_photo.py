@@ -11,7 +11,7 @@ from PIL import Image
 
 from facerun.errors import ImageError
 from facerun.face import images
-from facerun.face.images import iter_images, load_image, load_photo
+from facerun.face.images import iter_images, load_image, load_photo, load_photo_shrunk
 from facerun.face.yunet import fit_max_side, shrunk_size
 
 
@@ -119,3 +119,97 @@ def test_the_detector_takes_load_photos_pixels_and_finds_detects_faces():
     with pytest.raises(Exception, match="shrinks to"):
         pixels, shrunk = load_photo(FACES / "obama" / "obama3.jpg", _fit(300))
         detector.prepare(pixels, shrunk)
+
+
+# ------------------------------------------------------------------------------------- draft decoding
+
+
+def _drafts(monkeypatch) -> list:
+    """The scales libjpeg was asked to decode at (JpegImageFile.draft's answers), recorded."""
+    from PIL import JpegImagePlugin
+
+    asked = []
+    real = JpegImagePlugin.JpegImageFile.draft
+
+    def draft(self, mode, size):
+        before = self.size
+        out = real(self, mode, size)
+        asked.append(round(before[0] / self.size[0]))
+        return out
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", draft)
+    return asked
+
+
+def test_load_photo_shrunk_drafts_only_jpegs_twice_the_fitted_size(shared_photos, monkeypatch):
+    """Every shared photo fitted to 1280 and to 640: a JPEG at least twice the fitted size on both sides decodes
+    scaled down (to no less than that size) and gives pixels close to the full decode's shrink, at the photo's own
+    size; every other photo gives load_photo's shrunk pixels byte for byte."""
+    asked = _drafts(monkeypatch)
+    drafted, means = 0, []
+    for side in (1280, 640):
+        for path in shared_photos:
+            pixels, shrunk = load_photo(path, _fit(side))
+            want = pixels if shrunk is None else shrunk
+            before = len(asked)
+            got, size = load_photo_shrunk(path, _fit(side))
+            assert size == (pixels.shape[1], pixels.shape[0]), path
+            assert got.shape == want.shape and got.flags.c_contiguous, path
+            if len(asked) == before or asked[-1] == 1:
+                assert np.array_equal(got[:, :, :3], want[:, :, :3]), path
+                continue
+            drafted += 1
+            assert path.suffix.lower() in (".jpg", ".jpeg")
+            with Image.open(path) as image:
+                assert min(image.size[0] / got.shape[1], image.size[1] / got.shape[0]) >= 2
+            diff = np.abs(got[:, :, :3].astype(np.int16) - want[:, :, :3])
+            means.append(diff.mean())
+            # the DCT's scaling filters otherwise than Pillow's shrink: 50 drafts, mean difference 0.51 levels
+            # (the sharpest photo 2.2), 99% of values within 5 levels (the sharpest within 17)
+            assert diff.mean() < 3.0 and np.percentile(diff, 99) <= 24, (path, diff.mean())
+    assert drafted >= 40  # two shared photos past 2560 pixels, many past 1280
+    assert np.median(means) < 1.0
+
+
+def test_a_turned_camera_photo_drafts_upright(tmp_path, monkeypatch):
+    """EXIF orientation 6 on a 3000x2000 JPEG: the draft is asked in the stored orientation, the photo comes out
+    upright at its upright size, close to load_photo's shrink."""
+    need_real_data()
+    rgb = np.asarray(Image.fromarray(load_image(FACES / "group" / "fr_two_people.jpg")).resize((3000, 2000)))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / "turned.jpg"
+    Image.fromarray(rgb).transpose(Image.Transpose.ROTATE_90).save(path, exif=exif.tobytes(), quality=95)
+    asked = _drafts(monkeypatch)
+    got, size = load_photo_shrunk(path, _fit(640))
+    # 2000x3000 stored (drafted to 500x750), 3000x2000 upright, fitted to 640x427
+    assert asked == [4] and size == (3000, 2000)
+    _, want = load_photo(path, _fit(640))
+    assert got.shape == want.shape == (427, 640, 4)
+    assert np.abs(got[:, :, :3].astype(np.int16) - want[:, :, :3]).mean() < 2.0
+
+
+def test_a_detect_only_library_run_drafts_and_finds_the_full_decodes_faces(monkeypatch):
+    """The library run without an embedder decodes the two large shared JPEGs scaled down; their faces are the full
+    decode's (boxes within IoU 0.97, scores within 0.01), given at the photo's own size. With an embedder the photos
+    decode at full size (alignment crops them)."""
+    from facerun.bench.photos import iou
+    from facerun.face.detect import Detector
+    from facerun.face.library import iter_photo_faces_serial
+
+    need_real_data()
+    paths = [FACES / "deepface_id03" / "img49.jpg", FACES / "deepface_id08" / "img40.jpg"]
+    detector = Detector(str(YUNET), device="cpu")
+    asked = _drafts(monkeypatch)
+    drafted = list(iter_photo_faces_serial(paths, detector))
+    assert asked == [2, 2]
+    full = list(iter_photo_faces_serial(paths, detector, draft=False))
+    assert len(asked) == 2
+    for a, b in zip(drafted, full):
+        assert (a.width, a.height) == (b.width, b.height) == load_image(a.path).shape[1::-1]
+        assert len(a.faces) == len(b.faces) >= 1
+        for fa, fb in zip(a.faces, b.faces):
+            assert iou(fa.box, fb.box) > 0.97 and abs(float(fa.score) - float(fb.score)) < 0.01
+            assert np.abs(np.asarray(fa.landmarks) - np.asarray(fb.landmarks)).max() < 0.01 * a.width
+    list(iter_photo_faces_serial(paths, detector, keep_images=True))
+    assert len(asked) == 2  # keeping the photos: full size

@@ -231,8 +231,9 @@ def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: 
 
 
 def opencv_row(photos: list, detector_model) -> PhotoRow:
-    """cv2.FaceDetectorYN over the same decoded photos, shrunk the same way (one photo after another, OpenCV's own
-    threads inside), with the detector's default thresholds."""
+    """cv2.FaceDetectorYN over the same decoded photos, shrunk the same way (images.load_photo_shrunk, as facerun's
+    detect-only library run decodes them: large JPEGs scaled down in the decoder), one photo after another with
+    OpenCV's own threads inside, with the detector's default thresholds."""
     row = PhotoRow("opencv")
     try:
         import cv2
@@ -242,7 +243,7 @@ def opencv_row(photos: list, detector_model) -> PhotoRow:
     from ..face import yunet
     from ..face.detect import DEFAULT_MAX_SIDE, _card
     from ..face.families import family_of
-    from ..face.images import load_image
+    from ..face.images import load_photo_shrunk
 
     model = _card(detector_model).path
     if not isinstance(family_of(model), yunet.YuNet):
@@ -254,18 +255,22 @@ def opencv_row(photos: list, detector_model) -> PhotoRow:
         row.skipped = f"OpenCV cannot load {model.name}: {str(e).strip().splitlines()[-1]}"
         return row
     row.device = f"cpu (OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads)"
+
+    def fit(width: int, height: int):
+        return yunet.shrunk_size(width, height, DEFAULT_MAX_SIDE)
+
     seconds = dict.fromkeys(STAGE_COLUMNS, 0.0)
     sizes = set()
     start = time.perf_counter()
     for path in photos:
         t0 = time.perf_counter()
         try:
-            rgb = load_image(path)
+            small, (width, height) = load_photo_shrunk(path, fit)
         except FacerunError:
             row.faces_by_photo.append([])
             continue
-        small, sx, sy = yunet.fit_max_side(rgb, DEFAULT_MAX_SIDE)
-        bgr = np.ascontiguousarray(small[:, :, ::-1])
+        sx, sy = small.shape[1] / width, small.shape[0] / height
+        bgr = np.ascontiguousarray(small[:, :, 2::-1])
         t1 = time.perf_counter()
         yn.setInputSize((bgr.shape[1], bgr.shape[0]))
         _, found = yn.detect(bgr)

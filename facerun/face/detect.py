@@ -105,14 +105,22 @@ class Detector:
 
     # The three stages of `detect`, apart so a library run can overlap them (decode and prepare on worker threads,
     # the network on the device, faces_from on another thread) and still give exactly what `detect` gives.
-    def prepare(self, rgb: np.ndarray, shrunk: np.ndarray | None = None) -> Prepared:
+    def prepare(self, rgb: np.ndarray, shrunk: np.ndarray | None = None,
+                photo_size: tuple[int, int] | None = None) -> Prepared:
         """Shrink to max_side (YuNet) and lay out the network's input: CPU work, no model.
 
         rgb may also be h x w x 4 (R, G, B and an unused byte, as images.load_photo gives), and `shrunk` the photo
-        already shrunk to `fit_size` (load_photo does it from Pillow's image, without another copy)."""
+        already shrunk to `fit_size` (load_photo does it from Pillow's image, without another copy). `photo_size`:
+        the photo's own (width, height) when `rgb` is already fitted to it (images.load_photo_shrunk): the faces are
+        then given at the photo's size."""
         pixels = _checked_pixels(rgb)
         height, width = pixels.shape[:2]
         scale_x = scale_y = 1.0
+        if photo_size is not None:
+            if not self.family.follows_image:
+                raise InputError(f"{type(self.family).__name__} takes the photo itself, not one fitted to its size")
+            if photo_size != (width, height):
+                shrunk, (width, height) = pixels, photo_size
         if self.family.follows_image:
             if shrunk is not None:
                 pixels = _checked_pixels(shrunk)

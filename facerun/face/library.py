@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageError, InputError
-from .images import load_photo
+from .images import load_photo, load_photo_shrunk
 
 STAGES = ("decode", "compile", "detect", "post", "align", "embed")
 
@@ -119,15 +119,22 @@ class _Photo:
     crops: list = field(default_factory=list)
 
 
-def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
+def _decode(path: Path, detector, stats: LibraryStats, draft: bool = False) -> _Photo:
+    """draft: the run needs the photo only as the detector's input (images.load_photo_shrunk: large JPEGs decode
+    scaled down); else the photo at its own size too, for alignment or drawing."""
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
+    fit = getattr(detector, "fit_size", None)
+    shrunk = size = None
     try:
-        pixels, shrunk = load_photo(path, getattr(detector, "fit_size", None))
+        if draft and fit is not None:
+            pixels, size = load_photo_shrunk(path, fit)
+        else:
+            pixels, shrunk = load_photo(path, fit)
     except (ImageError, InputError) as e:
         photo.result.error = str(e)
         return photo
-    _prepare(photo, pixels, detector, shrunk)
+    _prepare(photo, pixels, detector, shrunk, size)
     decoded = time.perf_counter()
     stats.add("decode", decoded - start)
     if photo.prepared is not None and hasattr(detector, "precompile"):
@@ -136,13 +143,17 @@ def _decode(path: Path, detector, stats: LibraryStats) -> _Photo:
     return photo
 
 
-def _prepare(photo: _Photo, pixels: np.ndarray, detector, shrunk: np.ndarray | None = None) -> None:
+def _prepare(photo: _Photo, pixels: np.ndarray, detector, shrunk: np.ndarray | None = None,
+             photo_size: tuple[int, int] | None = None) -> None:
     """The decoded photo's size, and the detector's input laid out (CPU work, no model). `pixels` is HxWx3 RGB, or
-    HxWx4 from load_photo (the detector takes that layout as it is; the rest of the run sees its RGB view)."""
+    HxWx4 from load_photo (the detector takes that layout as it is; the rest of the run sees its RGB view).
+    `photo_size`: the photo's (width, height) when `pixels` is only the detector's input (load_photo_shrunk)."""
     photo.result.height, photo.result.width = int(pixels.shape[0]), int(pixels.shape[1])
+    if photo_size is not None:
+        photo.result.width, photo.result.height = int(photo_size[0]), int(photo_size[1])
     photo.rgb = pixels[:, :, :3]
     if hasattr(detector, "fit_size"):  # facerun's Detector: it takes the four-byte layout and the shrunk photo
-        photo.prepared = detector.prepare(pixels, shrunk)
+        photo.prepared = detector.prepare(pixels, shrunk, photo_size)
         photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
     elif hasattr(detector, "prepare"):
         photo.prepared = detector.prepare(np.ascontiguousarray(photo.rgb))
@@ -238,6 +249,7 @@ def iter_photo_faces(
     workers: int | None = None,
     keep_images: bool = False,
     stats: LibraryStats | None = None,
+    draft: bool = True,
 ) -> Iterator[PhotoFaces]:
     """Detect (and with an embedder: align and embed) the faces of each photo; yield one `PhotoFaces` per photo.
 
@@ -257,13 +269,17 @@ def iter_photo_faces(
     - Stopping: closing the iterator early, an exception or Ctrl-C cancels the queued work; the threads finish
       the photo in hand and end.
     workers: decoding threads (default: the cores but one); 0 runs everything serially on the calling thread.
+    draft: where the run needs a photo only as the detector's input (no embedder, keep_images=False), JPEGs at least
+    twice the detector's fitted size decode scaled down (images.load_photo_shrunk); their faces are then close to
+    full decoding's, not the same numbers. Runs that align or keep photos always decode them at full size.
     """
     if batch < 1:
         raise InputError(f"batch must be 1 or more, not {batch}")
     stats = stats if stats is not None else LibraryStats()
     workers = default_workers() if workers is None else int(workers)
     run = _serial if workers <= 0 else _pipelined
-    for result in run(paths, detector, embedder, batch, all_faces, workers, keep_images, stats):
+    draft = bool(draft) and embedder is None and not keep_images
+    for result in run(paths, detector, embedder, batch, all_faces, workers, keep_images, stats, draft):
         stats.photo_out(result)
         if progress is not None:
             progress(result)
@@ -275,10 +291,11 @@ def iter_photo_faces_serial(paths: Iterable, detector, embedder=None, **options)
     return iter_photo_faces(paths, detector, embedder, workers=0, **options)
 
 
-def _serial(paths, detector, embedder, batch, all_faces, workers, keep_images, stats) -> Iterator[PhotoFaces]:
+def _serial(paths, detector, embedder, batch, all_faces, workers, keep_images, stats, draft
+            ) -> Iterator[PhotoFaces]:
     batcher = _Batcher(embedder, batch, stats)
     for raw in paths:
-        photo = _decode(Path(raw), detector, stats)
+        photo = _decode(Path(raw), detector, stats, draft)
         if photo.result.ok:
             _detect(photo, detector, stats)
             _post(photo, detector, embedder, all_faces, keep_images, stats)
@@ -311,7 +328,8 @@ def iter_decoded_faces(decoded: Iterable[tuple], detector, embedder=None, batch:
         yield result
 
 
-def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images, stats) -> Iterator[PhotoFaces]:
+def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images, stats, draft
+               ) -> Iterator[PhotoFaces]:
     batcher = _Batcher(embedder, batch, stats)
     source = iter(paths)
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
@@ -336,7 +354,7 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
             raw = next(source, None)
             if raw is None:
                 return
-            decoding.append(decoders.submit(_decode, Path(raw), detector, stats))
+            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft))
 
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, all_faces, keep_images, stats)

@@ -34,11 +34,12 @@ RESULTS_PER_PROCESS = 16
 
 def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: int, workers: int | None = None,
                                   all_faces: bool = True, stats: LibraryStats | None = None, progress=None,
-                                  embedder=None, batch: int = 16) -> Iterator[PhotoFaces]:
+                                  embedder=None, batch: int = 16, draft: bool = True) -> Iterator[PhotoFaces]:
     """iter_photo_faces over `processes` processes. `detector` holds facerun.face.detect.Detector's keyword
     arguments (each process makes its own); `workers`: decoding threads per process (default: the cores shared out).
     With `embedder` (a FaceEmbedder here), the processes also align the faces and send the crops back, and they are
     embedded here `batch` at a time across photos in input order: the very batches of one process's run.
+    `draft` as in iter_photo_faces (without an embedder, large JPEGs decode scaled down).
     A failure in a process (a model or GPU error) raises FacerunError here with its message; the others are stopped.
     Closing the iterator, an exception or Ctrl-C stops every process. The processes are spawned, so a script calling
     this keeps its top-level work under `if __name__ == "__main__":` (Python's rule for spawned processes)."""
@@ -55,7 +56,8 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     settings = _settings(processes)
     align_size = None if embedder is None else embedder.input_size
-    procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, settings, tasks, results),
+    procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, settings, tasks, results,
+                                                         draft),
                          name=f"facerun-library-{i}", daemon=True) for i in range(processes)]
     try:
         for p in procs:
@@ -143,7 +145,8 @@ def _settings(processes: int) -> dict:
             "FACERUN_CPU_THREADS": threads}
 
 
-def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings: dict, tasks, results) -> None:
+def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings: dict, tasks, results,
+            draft: bool = True) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
     os.environ.update(settings)
     try:
@@ -161,7 +164,8 @@ def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings:
 
         stats = LibraryStats()
         for i, result in enumerate(iter_photo_faces(source(), det, all_faces=all_faces, workers=workers,
-                                                    stats=stats, keep_images=align_size is not None)):
+                                                    stats=stats, keep_images=align_size is not None,
+                                                    draft=draft)):
             result.device = det.device
             crops = []
             if align_size is not None:  # what FaceEmbedder.align does, here beside the photo
