@@ -1,5 +1,6 @@
-"""Whole-run A/B of the tile Winograd's products take (AuraFace replica): the planner's choice against one tile forced
-on every Winograd product (16 or 36 groups) or on the F(4x4) ones alone; run medians over alternating rounds.
+"""Whole-run A/B of the tile Winograd's products take (AuraFace replica): the planner's choice against its choice
+without the Winograd rule (plan.wide_products: choose_tile alone) and against one tile forced on every Winograd
+product (16 or 36 groups) or on the F(4x4) ones alone; run medians over alternating rounds.
 
     python examples/winograd_tiles.py [BATCH ...]      (default 16; needs a GPU adapter)
 
@@ -35,13 +36,21 @@ def forcing(name: str, groups: tuple[int, ...]):
     return choose
 
 
+WIDE = plan.wide_products
+
+
 def compiled(model: GpuModel, prog, choose):
-    plan.choose_tile = choose or PLANNED
+    """choose: a choose_tile for every product, or "choose_tile" for the plan without its Winograd rule
+    (plan.wide_products)."""
+    if choose is not None:  # choose_tile alone decides (a forced tile must reach every product)
+        plan.wide_products = lambda products, limits: False
+    if callable(choose):
+        plan.choose_tile = choose
     plan.plan_conv.cache_clear()
     try:
         return model._compile(prog, None)  # uncached: each variant its own program
     finally:
-        plan.choose_tile = PLANNED
+        plan.choose_tile, plan.wide_products = PLANNED, WIDE
         plan.plan_conv.cache_clear()
 
 
@@ -52,7 +61,7 @@ def ab(batches: list[int]) -> None:
         prog = net.program((batch, 3, 112, 112))
         x = np.random.default_rng(0).uniform(-1, 1, prog.input_shape).astype(np.float32)
         feeds = {prog.inputs[0][0]: x}
-        variants = {"planned": None}
+        variants = {"planned": None, "choose_tile": "choose_tile"}
         for name in ("128x128", "64x128", "64x64", "128x64"):
             variants[f"all {name}"] = forcing(name, (16, 36))
             variants[f"f4 {name}"] = forcing(name, (36,))

@@ -299,3 +299,24 @@ def test_narrow_tiles_only_for_short_n():
             tile = p.gemm.tile if isinstance(p, WinogradPlan) else p.tile
             n = p.tiles if isinstance(p, WinogradPlan) else shape.n
             assert tile.bn >= 64 or n <= NARROW_N, (shape, form, p.describe())
+
+
+def test_winograd_products_take_128x64_unsplit_where_it_makes_128_workgroups():
+    """plan.wide_products: IResNet's 7x7 maps at batch 8 (N = 128 tiles, M = 512) were a 128x128 tile split 4 ways
+    (64 workgroups short of TARGET_WORKGROUPS); 128x64 unsplit makes 128 and won on the H200. Where 128x64 makes
+    fewer (batch 4: 64), choose_tile's split stays; an M under 96 or an N of narrow tiles never takes it."""
+    from facerun.gpu.plan import WINOGRAD_TILE, WINOGRAD_TILE_MIN_WORKGROUPS, wide_products
+
+    assert (WINOGRAD_TILE, WINOGRAD_TILE_MIN_WORKGROUPS) == ("128x64", 128)
+    b8 = plan_conv(conv(8, 512, 7, 512), BIG)
+    assert b8.m == 2 and b8.gemm.tile == TILES["128x64"] and b8.gemm.splits == 1
+    products = ConvShape(1, 16 * 512, 1, 128, 16 * 512, 1, 128, 16)
+    assert choose_tile(512, 128, 512, 16, BIG) == (TILES["128x128"], True)  # what the rule overrides
+    assert wide_products(products, BIG)
+    b4 = plan_conv(conv(4, 512, 7, 512), BIG)  # N = 64: 4 x 1 x 16 workgroups
+    assert b4.gemm.tile == TILES["128x64"] and b4.gemm.splits > 1
+    assert not wide_products(ConvShape(1, 16 * 512, 1, 64, 16 * 512, 1, 64, 16), BIG)
+    assert not wide_products(ConvShape(1, 36 * 64, 1, 3136, 36 * 64, 1, 3136, 36), BIG)  # M = 64
+    assert not wide_products(ConvShape(1, 16 * 512, 1, 16, 16 * 512, 1, 16, 16), BIG)  # N = 16: narrow tiles
+    forced = plan_conv(conv(8, 512, 7, 512), BIG, force_tile="64x64", force_winograd=True)  # a forced tile wins
+    assert forced.gemm.tile == TILES["64x64"]

@@ -382,6 +382,24 @@ def winograd_form(s: ConvShape) -> int:
     return 4 if tiles >= WINOGRAD4_MIN_TILES and s.cin >= WINOGRAD4_MIN_CHANNELS else 2
 
 
+WINOGRAD_TILE = "128x64"
+WINOGRAD_TILE_MIN_WORKGROUPS = 128  # about one per multiprocessor on the largest GPUs
+
+
+def wide_products(products: ConvShape, limits: Limits) -> bool:
+    """Whether Winograd's products take WINOGRAD_TILE unsplit rather than choose_tile's answer: where M is tall
+    enough for its 128 rows, N wider than the narrow tiles, and the tile still makes WINOGRAD_TILE_MIN_WORKGROUPS
+    workgroups over the planes. choose_tile aims at TARGET_WORKGROUPS, so it would take a smaller tile there or split
+    a long K; measured on the H200 (AuraFace replica, whole runs, examples/winograd_tiles.py), 128x64 on every
+    product ran batch 8 in 6.25 ms against the plan's 6.73 (7.01 against 6.60 in another call) and batch 16 as
+    fast (9.53 against 9.58)."""
+    tile = TILES[WINOGRAD_TILE]
+    m, n = products.m, products.n
+    if m < 96 or n <= 96 or not fits(tile, limits):
+        return False
+    return ceil_div(m, tile.bm) * ceil_div(n, tile.bn) * products.groups >= WINOGRAD_TILE_MIN_WORKGROUPS
+
+
 def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
                   force_tile: str | None = None, m: int = 2) -> WinogradPlan:
     """The Winograd F(mxm, 3x3) plan of a shape that suits it; PlanError when its transformed planes exceed a
@@ -390,6 +408,8 @@ def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
     th, tw = ceil_div(s.oh, m), ceil_div(s.ow, m)
     tiles = s.batch * th * tw
     products = ConvShape(batch=1, cin=e * s.cin, h=1, w=tiles, cout=e * s.cout, oh=1, ow=tiles, groups=e)
+    if force_tile is None and force_splits is None and wide_products(products, limits):
+        force_tile, force_splits = WINOGRAD_TILE, 1
     gemm = plan_conv(products, limits, force_splits, force_tile, False)
     if gemm.tile is None:
         raise PlanError("the Winograd products need the tiled kernel")
