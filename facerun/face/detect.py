@@ -116,11 +116,10 @@ class Detector:
         pixels = _checked_pixels(rgb)
         height, width = pixels.shape[:2]
         scale_x = scale_y = 1.0
-        if photo_size is not None:
+        if photo_size is not None and tuple(photo_size) != (width, height):
             if not self.family.follows_image:
                 raise InputError(f"{type(self.family).__name__} takes the photo itself, not one fitted to its size")
-            if photo_size != (width, height):
-                shrunk, (width, height) = pixels, photo_size
+            shrunk, (width, height) = pixels, tuple(photo_size)
         if self.family.follows_image:
             if shrunk is not None:
                 pixels = _checked_pixels(shrunk)
