@@ -12,9 +12,7 @@ not a way to run a model.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -22,7 +20,7 @@ import facerun
 from facerun.errors import FacerunError
 from facerun.gpu import lower
 from facerun.gpu.model import GpuModel
-from facerun.gpu.tune import gpu_seconds
+from facerun.gpu.tune import alternating_runs, gpu_seconds
 
 ROUNDS = 3
 RUNS = 15  # per variant and round
@@ -45,20 +43,13 @@ def ab(specs: list[tuple[str, int]]) -> None:
         x = np.random.default_rng(0).uniform(-1, 1, prog.input_shape).astype(np.float32)
         feeds = {prog.inputs[0][0]: x}
         gps = {"folded": compiled(model, prog, True), "unfolded": compiled(model, prog, False)}
-        runs: dict[str, list[float]] = {label: [] for label in gps}
-        for _ in range(ROUNDS):
-            for label, gp in gps.items():
-                gp.run(feeds)
-                for _ in range(RUNS):
-                    t = time.perf_counter()
-                    gp.run(feeds)
-                    runs[label].append(time.perf_counter() - t)
+        medians = alternating_runs(gps, feeds, ROUNDS, RUNS)
         ref = gps["unfolded"].run(feeds)
         folds = len(FOLDING(prog))
         for label, gp in gps.items():
             out = gp.run(feeds)
             diff = max(float(np.abs(out[k] - ref[k]).max()) for k in ref)
-            run_ms = statistics.median(runs[label]) * 1e3
+            run_ms = medians[label] * 1e3
             print(f"{name}:{batch} {label:9s} dispatches {len(gp.dispatches):4d}  run {run_ms:7.3f} ms  "
                   f"gpu {gpu_seconds(gp, 10) * 1e3:7.3f} ms  maxdiff {diff:.1e}  ({folds} norms before convs)",
                   flush=True)

@@ -12,9 +12,7 @@ to run a model.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -22,7 +20,7 @@ import facerun
 from facerun.errors import FacerunError
 from facerun.gpu import plan
 from facerun.gpu.model import GpuModel
-from facerun.gpu.tune import gpu_seconds
+from facerun.gpu.tune import alternating_runs, gpu_seconds
 
 ROUNDS = 3
 RUNS = 15  # per variant and round
@@ -72,18 +70,11 @@ def ab(batches: list[int]) -> None:
             except FacerunError as e:  # a tile the device or shape does not take
                 print(f"b{batch} {label}: {e}", file=sys.stderr)
         ref = gps["planned"].run(feeds)
-        runs: dict[str, list[float]] = {label: [] for label in gps}
-        for _ in range(ROUNDS):
-            for label, gp in gps.items():
-                gp.run(feeds)
-                for _ in range(RUNS):
-                    t = time.perf_counter()
-                    gp.run(feeds)
-                    runs[label].append(time.perf_counter() - t)
+        medians = alternating_runs(gps, feeds, ROUNDS, RUNS)
         for label, gp in gps.items():
             out = gp.run(feeds)
             diff = max(float(np.abs(out[k] - ref[k]).max()) for k in ref)
-            run_ms = statistics.median(runs[label]) * 1e3
+            run_ms = medians[label] * 1e3
             print(f"b{batch} {label:14s} run {run_ms:7.3f} ms  gpu {gpu_seconds(gp, 10) * 1e3:7.3f} ms  "
                   f"maxdiff {diff:.1e}", flush=True)
 

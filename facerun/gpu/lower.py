@@ -98,17 +98,23 @@ def _nhwc_transpose(prog: P.Program, conv: P.Conv, copy: P.Copy) -> bool:
     return merge_dims(prog.values[copy.out].shape, copy.strides) == want
 
 
+def _readers(prog: P.Program) -> tuple[dict[int, list[P.Step]], set[int]]:
+    """The steps reading each storage (a view's reads count for its base), and the storages of the outputs."""
+    values = prog.values
+    readers: dict[int, list[P.Step]] = {}
+    for st in prog.steps:
+        for v in {values[r].base for r in st.reads}:
+            readers.setdefault(v, []).append(st)
+    return readers, {values[v].base for _, v in prog.outputs}
+
+
 def fusions(prog: P.Program) -> dict[int, Fusion]:
     """The steps folded into the convolution before them, by id of that convolution. A convolution without a
     residual whose output only one step reads, and is no program output, takes that step when it is a Unary
     (elementwise, not PReLU: its channels may be reshaped) and the convolution has no activation of its own, or a
     Copy transposing its output to NHWC (every convolution kernel writes either layout)."""
     values = prog.values
-    readers: dict[int, list[P.Step]] = {}
-    for st in prog.steps:
-        for v in {values[r].base for r in st.reads}:
-            readers.setdefault(v, []).append(st)
-    outputs = {values[v].base for _, v in prog.outputs}
+    readers, outputs = _readers(prog)
     found: dict[int, Fusion] = {}
     for st in prog.steps:
         if type(st) is not P.Conv or st.residual is not None:
@@ -130,11 +136,7 @@ def prologues(prog: P.Program) -> dict[int, P.Affine]:
     of an NCHW value whose output is the convolution's input (no residual's), read by nothing else and no program
     output. (The lowering folds it where the convolution runs Winograd: the input transform applies it.)"""
     values = prog.values
-    readers: dict[int, int] = {}
-    for st in prog.steps:
-        for v in {values[r].base for r in st.reads}:
-            readers[v] = readers.get(v, 0) + 1
-    outputs = {values[v].base for _, v in prog.outputs}
+    readers, outputs = _readers(prog)
     made = {st.out: st for st in prog.steps if type(st) is P.Affine}
     found: dict[int, P.Affine] = {}
     for st in prog.steps:
@@ -145,7 +147,7 @@ def prologues(prog: P.Program) -> dict[int, P.Affine]:
             continue
         storage = values[norm.out].base
         cin = values[st.x].shape[1]
-        if (storage == norm.out and storage not in outputs and readers.get(storage) == 1
+        if (storage == norm.out and storage not in outputs and len(readers.get(storage, ())) == 1
                 and np.size(norm.scale) == cin and np.size(norm.shift) == cin and st.residual != norm.out):
             found[id(st)] = norm
     return found
@@ -284,7 +286,7 @@ class _Lowering:
         coef = []
         affine = isinstance(st, P.Affine)
         if affine:
-            coef += [np.asarray(st.scale, np.float32).reshape(-1), np.asarray(st.shift, np.float32).reshape(-1)]
+            coef += _scale_shift(st)
             if coef[0].size != channels or coef[1].size != channels:
                 raise PlanError("an affine step's scale/shift do not match its channels")
         slope_at = sum(c.size for c in coef)
@@ -486,8 +488,8 @@ class _Lowering:
         into, back = K.winograd_transforms(plan, affine=norm is not None)
         coef = None
         if norm is not None:
-            coef = self._const_of("coef", (norm.scale, norm.shift), (s.cin,), lambda: np.concatenate(
-                [np.asarray(norm.scale, np.float32).reshape(-1), np.asarray(norm.shift, np.float32).reshape(-1)]))
+            coef = self._const_of("coef", (norm.scale, norm.shift), (s.cin,),
+                                  lambda: np.concatenate(_scale_shift(norm)))
         p = _epilogue_fields(act, bias, res_ref, cout)
         p.update(_out_strides(cout, s.oh * s.ow, nhwc), cin=s.cin, cout=cout, h=s.h, w=s.w, oh=s.oh, ow=s.ow,
                  pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
@@ -557,6 +559,11 @@ class _Lowering:
         rp.update(layout)
         self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), owner)
         self.slots.give(scratch)
+
+
+def _scale_shift(norm: P.Affine) -> list[np.ndarray]:
+    """An affine step's scales and shifts, flat float32: the front of its coefficient buffer."""
+    return [np.asarray(norm.scale, np.float32).reshape(-1), np.asarray(norm.shift, np.float32).reshape(-1)]
 
 
 def _epilogue_fields(act, bias, res_ref, cout: int) -> dict:

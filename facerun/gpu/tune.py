@@ -31,6 +31,21 @@ def gpu_seconds(gp: GpuProgram, repeat: int) -> float:
     return max(0.0, (many - few) / repeat)
 
 
+def alternating_runs(programs: dict, feeds: dict, rounds: int, runs: int) -> dict[str, float]:
+    """Median seconds of a whole run (`GpuProgram.run`) of each program by label, over `rounds` rounds that take
+    the programs in turn, `runs` timed runs each after one untimed: for A/B runs of variants side by side, which a
+    shared GPU's drifting clocks disturb least."""
+    times: dict[str, list[float]] = {label: [] for label in programs}
+    for _ in range(rounds):
+        for label, gp in programs.items():
+            gp.run(feeds)
+            for _ in range(runs):
+                start = time.perf_counter()
+                gp.run(feeds)
+                times[label].append(time.perf_counter() - start)
+    return {label: float(np.median(t)) for label, t in times.items()}
+
+
 def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -> list[dict]:
     """One row per distinct convolution of `prog` (shape, count), with the time of each variant."""
     seen: dict[tuple, dict] = {}

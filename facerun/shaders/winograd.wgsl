@@ -51,11 +51,9 @@ struct Params {
         let row = base + u32(y0 + ${r}) * p.w;
 #unroll q 0 4
         if (x0 + ${q} >= 0 && x0 + ${q} < i32(p.w)) {
-#if not AFFINE
             d${r}[${q}] = x[row + u32(x0 + ${q})];
-#end
 #if AFFINE
-            d${r}[${q}] = fma(x[row + u32(x0 + ${q})], scale, shift);
+            d${r}[${q}] = fma(d${r}[${q}], scale, shift);
 #end
         }
 #end

@@ -72,11 +72,9 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
         let row = base + u32(y0 + ${r}) * p.w;
 #unroll q 0 6
         if (x0 + ${q} >= 0 && x0 + ${q} < i32(p.w)) {
-#if not AFFINE
             d${r}[${q}] = x[row + u32(x0 + ${q})];
-#end
 #if AFFINE
-            d${r}[${q}] = fma(x[row + u32(x0 + ${q})], scale, shift);
+            d${r}[${q}] = fma(d${r}[${q}], scale, shift);
 #end
         }
 #end
