@@ -90,3 +90,43 @@ def test_the_detector_sends_photos_as_bytes_after_the_first_agreed(gpu):
     assert len(faces) == len(want) >= 1
     for got, ref in zip(faces, want):
         assert abs(got.score - ref.score) < 1e-3 and np.allclose(got.box, ref.box, atol=0.5)
+
+
+def test_a_staged_photo_runs_as_the_written_one_and_its_buffer_comes_back(yunet_gpu):
+    """Photos written to the device ahead of their runs (a library's decoding threads do it): each run reads its own
+    photo's bytes, a buffer goes back to the pool after the run (or when an unrun photo is dropped), and a photo
+    past the pool's capacity is not staged."""
+    import gc
+
+    arena = yunet_gpu.gpu.model.arena
+    rng = np.random.default_rng(11)
+    photos = [rng.integers(0, 256, hw + (4,), dtype=np.uint8) for hw in [(97, 131), (64, 33), (97, 131)]]
+    gps = [_compiled(yunet_gpu, make_blob(p).shape) for p in photos]
+    want = [gp.run_image(p) for gp, p in zip(gps, photos)]
+    capacity = 4 * 160 * 160
+    staged = [arena.stage_photo(p.reshape(-1), capacity) for p in photos]  # all written before any runs
+    assert all(s is not None for s in staged)
+    pool = arena._photos
+    assert pool.made == 3 and not pool.free
+    for gp, p, s, w in zip(gps, photos, staged, want):
+        got = gp.run_image(p, staged=s)
+        assert all(np.array_equal(got[name], w[name]) for name in w)
+    assert len(pool.free) == 3  # every buffer back after its run
+    # the run reads the staged bytes, not the array it is given (which is not uploaded again): photo 2's bytes
+    # given with photo 0, of the same size, give photo 2's outputs
+    assert gps[0] is gps[2] and not all(np.array_equal(want[0][n], want[2][n]) for n in want[0])
+    s = arena.stage_photo(photos[2].reshape(-1), capacity)
+    got = gps[0].run_image(photos[0], staged=s)
+    assert all(np.array_equal(got[name], want[2][name]) for name in want[2])
+    # another photo's staged bytes (of another size) are not used for this one
+    s = arena.stage_photo(photos[1].reshape(-1), capacity)
+    got = gps[0].run_image(photos[0], staged=s)
+    assert all(np.array_equal(got[name], want[0][name]) for name in want[0])
+    assert pool.made == 3 and len(pool.free) == 3
+    # a photo dropped unrun gives its buffer back; one past the capacity is not staged
+    s = arena.stage_photo(photos[0].reshape(-1), capacity)
+    assert len(pool.free) == 2
+    del s
+    gc.collect()
+    assert len(pool.free) == 3
+    assert arena.stage_photo(np.zeros(capacity + 4, np.uint8), capacity) is None
