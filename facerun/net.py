@@ -244,15 +244,14 @@ class Net:
                 return self._typed(prog, out)
         return self._typed(prog, cpu.run_program(prog, feeds))
 
-    def run_photo(self, rgb: np.ndarray, shape, blob_of, staged=None) -> Outputs:
+    def run_photo(self, rgb: np.ndarray, shape, blob_of) -> Outputs:
         """The model on one photo (h x w x 3 uint8) at input `shape` (1 x 3 x H x W, H and W at least the photo's):
         on the GPU the photo goes up as its bytes and is laid out there (BGR, zero-padded: YuNet's blob);
-        elsewhere, or when the GPU does not take it, the model runs on `blob_of(rgb)`. `staged`: the bytes already
-        on the device (gpu.stage_photo)."""
+        elsewhere, or when the GPU does not take it, the model runs on `blob_of(rgb)`."""
         prog = self.program(shape)
         run_image = getattr(self.gpu, "run_image", None)
         if run_image is not None:
-            out = run_image(prog, rgb, blob_of, staged)
+            out = run_image(prog, rgb, blob_of)
             if out is not None:
                 return self._typed(prog, out)
         return self.run(blob_of(rgb))

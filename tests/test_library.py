@@ -231,12 +231,6 @@ def test_the_pipelined_run_equals_the_serial_run_on_the_gpu(tmp_path, gpu):
     serial = list(iter_photo_faces_serial(paths, detector, embedder, batch=2))
     _same(serial, list(iter_photo_faces(paths, detector, embedder, batch=2, workers=2)))
     assert detector.device != "cpu" and sum(len(r.faces) for r in serial) > 0
-    # detection alone: the decoding threads write the photos to the device, and the faces stay the serial run's
-    before = counters.snapshot()
-    alone = list(iter_photo_faces(paths, detector, workers=2))
-    assert counters.since(before).get("gpu_photos_staged", 0) == len(paths)  # the model was checked already
-    assert [[f.box for f in r.faces] for r in alone] == [[f.box for f in r.faces] for r in serial]
-    assert [[f.score for f in r.faces] for r in alone] == [[f.score for f in r.faces] for r in serial]
 
 
 def test_a_failure_in_the_middle_stops_the_run_and_the_threads(mobilefacenet, yunet_cpu, monkeypatch):
@@ -320,9 +314,9 @@ def test_the_first_photo_runs_with_only_a_few_photos_decoding_beside_it(tmp_path
     started, at_runs = [], []
     real_decode, real_run = library._decode, detector.run_network
 
-    def decode(path, det, stats, draft, ahead):
+    def decode(path, det, stats, draft):
         started.append(path)
-        return real_decode(path, det, stats, draft, ahead)
+        return real_decode(path, det, stats, draft)
 
     def run_network(prepared):
         out = real_run(prepared)

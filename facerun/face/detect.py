@@ -34,7 +34,6 @@ class Prepared:
     outputs: dict | None = None
     image: np.ndarray | None = None  # the (shrunk) photo, for the GPU to lay out (YuNet on the GPU)
     shape: tuple = ()  # the network input's shape
-    staged: object = None  # the photo's bytes already on the device (Detector.stage), until run_network
 
 
 class Detector:
@@ -163,19 +162,9 @@ class Detector:
         except FacerunError:
             pass
 
-    def stage(self, prepared: Prepared) -> None:
-        """Write the photo's bytes to the GPU ahead of run_network, on the calling thread (a library's decoding
-        threads do it, so the network thread does not): only where the GPU lays out photos and their size is bounded
-        (max_side). Nothing happens otherwise; run_network then writes them."""
-        stage = getattr(getattr(self.net, "gpu", None), "stage_photo", None)
-        if stage is None or prepared.image is None or not self.max_side:
-            return
-        prepared.staged = stage(prepared.image, 4 * self.max_side * self.max_side)
-
     def run_network(self, prepared: Prepared) -> Prepared:
         if prepared.image is not None:
-            staged, prepared.staged = prepared.staged, None
-            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, yunet.make_blob, staged)
+            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, yunet.make_blob)
         else:
             prepared.outputs = self.net.run(prepared.blob)
         return prepared

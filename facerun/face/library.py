@@ -119,10 +119,9 @@ class _Photo:
     crops: list = field(default_factory=list)
 
 
-def _decode(path: Path, detector, stats: LibraryStats, draft: bool = False, ahead: bool = False) -> _Photo:
+def _decode(path: Path, detector, stats: LibraryStats, draft: bool = False) -> _Photo:
     """draft: the run needs the photo only as the detector's input (images.load_photo_shrunk: large JPEGs decode
-    scaled down); else the photo at its own size too, for alignment or drawing. ahead: the photo waits for the
-    network thread (the pipelined run): its program is compiled and its bytes written to the GPU here."""
+    scaled down); else the photo at its own size too, for alignment or drawing."""
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
     fit = getattr(detector, "fit_size", None)
@@ -138,13 +137,9 @@ def _decode(path: Path, detector, stats: LibraryStats, draft: bool = False, ahea
     _prepare(photo, pixels, detector, shrunk, size)
     decoded = time.perf_counter()
     stats.add("decode", decoded - start)
-    if ahead and photo.prepared is not None and hasattr(detector, "precompile"):
+    if photo.prepared is not None and hasattr(detector, "precompile"):
         detector.precompile(photo.prepared)  # a new size's programs made here, beside the network thread
-        compiled = time.perf_counter()
-        stats.add("compile", compiled - decoded)
-        if hasattr(detector, "stage"):
-            detector.stage(photo.prepared)  # and the photo's bytes written to the device (1 ms of 4-7 MB)
-            stats.add("decode", time.perf_counter() - compiled)
+        stats.add("compile", time.perf_counter() - decoded)
     return photo
 
 
@@ -359,7 +354,7 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
             raw = next(source, None)
             if raw is None:
                 return
-            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft, True))
+            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft))
 
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, all_faces, keep_images, stats)

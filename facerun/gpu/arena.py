@@ -10,7 +10,6 @@ time (`lock`); the parameters in the shared uniform buffer are those of the prog
 from __future__ import annotations
 
 import threading
-import weakref
 
 from .. import counters
 
@@ -34,7 +33,6 @@ class Arena:
         self.owner = None  # the program whose parameters the uniform buffer holds
         self.image_generation = 0  # bumped when the photo-bytes buffer (image_buffers) is replaced
         self._groups: dict[tuple, object] = {}
-        self._photos: PhotoPool | None = None
 
     @property
     def device_bytes(self) -> int:
@@ -104,17 +102,6 @@ class Arena:
                                                    usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         return image, self._image_params
 
-    def stage_photo(self, data, capacity: int):
-        """A photo's bytes (`data`, flat uint8) written to a device buffer of their own, on the calling thread (a
-        library's decoding thread) ahead of the run: a Staged for GpuProgram.run_image, or None (no buffer free, or
-        the photo is past `capacity` bytes). Not under `lock`: the queue takes writes from any thread, in order
-        before the next submission, and a pool buffer is not in use by any run until it is given back."""
-        if self._photos is None or self._photos.capacity != capacity:
-            with self.lock:
-                if self._photos is None or self._photos.capacity != capacity:
-                    self._photos = PhotoPool(self.dev, capacity)
-        return self._photos.stage(data)
-
     def bind_group(self, key: tuple, make):
         """The bind group for `key` (what it binds), made once by `make()`."""
         group = self._groups.get(key)
@@ -129,78 +116,3 @@ class Arena:
         if self.owner is not program:
             self.dev.queue.write_buffer(self.uniform, 0, blob)
             self.owner = program
-
-
-# photos staged ahead of their runs, at most: a library run keeps up to 2 x its decoding threads + 2 photos decoded
-# ahead of the network (face.library), 18 with 8 threads
-STAGED_PHOTOS = 24
-STAGED_BUDGET_MB = 192  # and at most this much device memory for them (FACERUN_GPU_STAGED_MB)
-
-
-def write_photo(queue, buffer, data) -> None:
-    """A photo's bytes (flat uint8) into `buffer`: write_buffer moves whole 4-byte words, so the last bytes padded."""
-    import numpy as np
-
-    whole = data.size - data.size % 4
-    if whole:
-        queue.write_buffer(buffer, 0, data[:whole])
-    if whole != data.size:
-        queue.write_buffer(buffer, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
-
-
-class Staged:
-    """A photo's bytes on the device, in a buffer of the pool until `release()` (or until this object is gone)."""
-
-    def __init__(self, pool: PhotoPool, buffer, nbytes: int):
-        self.buffer, self.nbytes = buffer, nbytes
-        self._finalizer = weakref.finalize(self, pool.give, buffer)
-
-    def release(self) -> None:
-        self._finalizer()
-
-
-class PhotoPool:
-    """Device buffers of `capacity` bytes each that photos are written into on decoding threads (a write of 4-7 MB
-    a photo was 1 ms of the network thread's 7 on the H200 host). A buffer goes back to the pool when its photo's
-    run is done, or when the photo is dropped unrun (its Staged is collected)."""
-
-    def __init__(self, dev, capacity: int):
-        import os
-
-        self.dev, self.capacity = dev, -(-int(capacity) // 256) * 256
-        try:
-            budget = float(os.environ.get("FACERUN_GPU_STAGED_MB", STAGED_BUDGET_MB)) * 2**20
-        except ValueError:
-            budget = STAGED_BUDGET_MB * 2**20
-        self.most = min(STAGED_PHOTOS, int(budget // max(self.capacity, 1)))
-        self.free: list = []
-        self.made = 0
-        self._lock = threading.Lock()
-
-    def stage(self, data) -> Staged | None:
-        if data.size > self.capacity or self.most <= 0:
-            return None
-        with self._lock:
-            if self.free:
-                buffer = self.free.pop()
-            elif self.made < self.most:
-                self.made += 1
-                buffer = None
-            else:
-                return None
-        if buffer is None:
-            wgpu = _wgpu()
-            buffer = self.dev.device.create_buffer(label="facerun staged photo", size=self.capacity,
-                                                   usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
-        staged = Staged(self, buffer, int(data.size))
-        try:
-            write_photo(self.dev.queue, buffer, data)
-        except Exception:  # the run writes the photo itself, and reports the device's trouble if it is one
-            staged.release()
-            return None
-        counters.bump("gpu_photos_staged")
-        return staged
-
-    def give(self, buffer) -> None:
-        with self._lock:
-            self.free.append(buffer)

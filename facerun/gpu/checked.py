@@ -276,32 +276,16 @@ class CheckedGpu:
             feeds = {prog.inputs[0][0]: feeds}
         return self._guarded(prog, lambda: self.model.run(prog, feeds))
 
-    def stage_photo(self, rgb: np.ndarray, capacity: int):
-        """The photo's bytes written to the device now (a library's decoding thread), for a later run_image: a
-        Staged, or None (the GPU is not in use for photos yet, or has no buffer free)."""
-        if self.reason is not None or not self.whole_checked or self.image_layout is not True:
-            return None
-        data = rgb.reshape(-1) if rgb.flags.c_contiguous else None
-        if data is None:
-            return None
-        try:
-            return self.model.arena.stage_photo(data, capacity)
-        except Exception:  # a device in trouble says so on the run
-            return None
-
-    def run_image(self, prog: P.Program, rgb: np.ndarray, blob_of, staged=None) -> dict[str, np.ndarray] | None:
+    def run_image(self, prog: P.Program, rgb: np.ndarray, blob_of) -> dict[str, np.ndarray] | None:
         """`prog` on a photo laid out on the device (GpuProgram.run_image, BGR), or None: run it on the CPU. The first
         photo is also run from `blob_of(rgb)`, the CPU's layout: the two must give the very same outputs, or the
-        GPU's layout of photos is not used (the blob path goes on). `staged`: the photo's bytes already on the device
-        (stage_photo)."""
+        GPU's layout of photos is not used (the blob path goes on)."""
         if self.image_layout is False:
-            if staged is not None:
-                staged.release()
             return None
 
         def work():
             gp = self.model.compile(prog)
-            got = gp.run_image(rgb, bgr=True, staged=staged)
+            got = gp.run_image(rgb, bgr=True)
             if self.image_layout is None:
                 want = gp.run({prog.inputs[0][0]: blob_of(rgb)})
                 same = all(np.array_equal(got[k], want[k]) for k in want)

@@ -20,7 +20,7 @@ from ..errors import GpuError
 from . import device as D
 from . import kernels as K
 from . import pace, readback
-from .arena import Arena, write_photo
+from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 from .plan import flat_grid
@@ -282,20 +282,12 @@ class GpuProgram:
             flat = self._submit("the program", prepare, record_next)
         return self._unpack(flat)
 
-    def run_image(self, rgb: np.ndarray, bgr: bool = True, staged=None) -> dict[str, np.ndarray]:
+    def run_image(self, rgb: np.ndarray, bgr: bool = True) -> dict[str, np.ndarray]:
         """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
         R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
         device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
         right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
-        programs of one 1 x 3 x H x W input. `staged`: those bytes already on the device (Arena.stage_photo, on a
-        decoding thread), released here once the run is done."""
-        try:
-            return self._run_image(rgb, bgr, staged)
-        finally:
-            if staged is not None:
-                staged.release()
-
-    def _run_image(self, rgb: np.ndarray, bgr: bool, staged) -> dict[str, np.ndarray]:
+        programs of one 1 x 3 x H x W input."""
         (_, slot, v), = self.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
             raise GpuError(f"run_image takes a program of a 1x3xHxW input, not {list(v.shape)}")
@@ -305,36 +297,35 @@ class GpuProgram:
             raise GpuError(f"run_image takes an image of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)} "
                            f"{rgb.dtype}")
         h, w, pixel = rgb.shape
-        if staged is not None and staged.nbytes != rgb.size:
-            staged = None  # another photo's bytes: this one goes up here
-        data = None if staged is not None else np.ascontiguousarray(rgb).reshape(-1)
+        data = np.ascontiguousarray(rgb).reshape(-1)
+        whole = data.size - data.size % 4
         kernel = K.IMAGE
         gx, gy, row = flat_grid(3 * ph * pw, self.dev.limits)
         params = kernel.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
+
         again = [False]
 
         def prepare():
-            again[0] = self.arena.owner is self and staged is None
+            again[0] = self.arena.owner is self
             self._current()
-            if staged is not None:
-                image, uniform = staged.buffer, self.arena.image_buffers(0)[1]
-            else:
-                image, uniform = self.arena.image_buffers(-(-data.size // 4) * 4)
-                write_photo(self.dev.queue, image, data)
-            self.dev.queue.write_buffer(uniform, 0, params)
+            image, uniform = self.arena.image_buffers(-(-data.size // 4) * 4)
+            queue = self.dev.queue
+            if whole:
+                queue.write_buffer(image, 0, data[:whole])
+            if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
+                queue.write_buffer(image, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+            queue.write_buffer(uniform, 0, params)
             commands, self._ready_image = getattr(self, "_ready_image", None), None
-            current = (self.arena.image_generation, id(image), self._generation)
+            current = (self.arena.image_generation, self._generation)
             if commands is None or commands[0] != current:
                 commands = (current, self._image_commands(image, uniform, slot, gx, gy))
+            self._image_key = commands[0]
             return commands[1], self.staging
 
-        # as in run: the next run's commands recorded ahead only for a program that also ran last; not after a
-        # staged photo, since the next photo's bytes are in another buffer
         def record_next():
             if self.raw and again[0]:
                 image, uniform = self.arena.image_buffers(0)
-                current = (self.arena.image_generation, id(image), self._generation)
-                self._ready_image = (current, self._image_commands(image, uniform, slot, gx, gy))
+                self._ready_image = (self._image_key, self._image_commands(image, uniform, slot, gx, gy))
 
         with self.lock, pace.turn():
             flat = self._submit("the program", prepare, record_next)
@@ -343,7 +334,7 @@ class GpuProgram:
     def _image_commands(self, image, uniform, slot: int, gx: int, gy: int):
         """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied."""
         buf = self.buffers[slot]
-        key = ("image", self.arena.image_generation, id(image), id(buf))
+        key = ("image", self.arena.image_generation, id(buf))
 
         def make():
             entries = [{"binding": K.UNIFORM_BINDING,
