@@ -151,28 +151,3 @@ def test_repeated_runs_reuse_their_buffers_and_give_the_same_outputs(gpu_model, 
         single = gp.run(item)
         for n in a:
             assert np.array_equal(a[n], b[n]) and np.array_equal(a[n], single[n])
-
-
-def test_commands_are_recorded_ahead_only_for_a_program_that_runs_again(gpu_model, models_dir):
-    """Two sizes of one model taking turns (a library of mixed sizes): each run records its own commands and none
-    ahead (they would be thrown away); one size run again and again records the next run's while the GPU works."""
-    net = facerun.load(str(models_dir / "face_detection_yunet_2023mar.onnx"), device="cpu")
-    small, large = (gpu_model.compile(net.program(s)) for s in ((1, 3, 64, 96), (1, 3, 96, 128)))
-    if not small.raw:
-        pytest.skip("this wgpu build has no raw pass calls: commands are never recorded ahead")
-    photos = {gp: np.random.default_rng(i).integers(0, 256, (*gp.prog.input_shape[2:], 3), np.uint8)
-              for i, gp in enumerate((small, large))}
-    want = {gp: gp.run_image(photos[gp]) for gp in (small, large)}  # alone, the first run of each
-
-    def recorded(runs):
-        before = counters.snapshot()
-        outs = [(gp, gp.run_image(photos[gp])) for gp in runs]
-        for gp, out in outs:
-            assert all(np.array_equal(out[n], want[gp][n]) for n in out), "the same outputs however recorded"
-        return counters.since(before).get("gpu_commands_recorded", 0)
-
-    assert recorded([small, large] * 3) == 6  # one each, none ahead
-    # the same program 4 times: the first records its own; from the second on, each also records the next one's
-    assert recorded([small] * 4) == 5
-    # the commands kept for small's next run serve it later, between runs of the other size
-    assert recorded([large, small, large]) == 2

@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 
-from .. import counters
 from .. import program as P
 from ..errors import GpuError
 from . import device as D
@@ -224,7 +223,6 @@ class GpuProgram:
 
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
-        counters.bump("gpu_commands_recorded")
         enc = self.dev.device.create_command_encoder(label="facerun program")
         self._pass(enc)
         self._copy_outputs(enc, self.staging, 0)
@@ -259,10 +257,7 @@ class GpuProgram:
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._arrays(inputs)
 
-        again = [False]
-
         def prepare():
-            again[0] = self.arena.owner is self
             self._current()
             for (_, slot, _), a in zip(self.inputs, arrays):
                 self.dev.queue.write_buffer(self.buffers[slot], 0, a)
@@ -271,11 +266,8 @@ class GpuProgram:
                 commands = self._commands()
             return commands, self.staging
 
-        # the next run's commands are recorded while the GPU runs this one, but only for a program that also ran last
-        # (a repeated size, a batch after batch): in a library of mixed sizes the next run is mostly another
-        # program's, and that recording (1.45 ms of the H200 host's network thread) was thrown away
         def record_next():
-            if self.raw and again[0]:  # the next run then only writes its inputs and submits
+            if self.raw:  # the next run then only writes its inputs and submits
                 self._ready = self._commands()
 
         with self.lock, pace.turn():
@@ -303,10 +295,7 @@ class GpuProgram:
         gx, gy, row = flat_grid(3 * ph * pw, self.dev.limits)
         params = kernel.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
 
-        again = [False]
-
         def prepare():
-            again[0] = self.arena.owner is self
             self._current()
             image, uniform = self.arena.image_buffers(-(-data.size // 4) * 4)
             queue = self.dev.queue
@@ -323,7 +312,7 @@ class GpuProgram:
             return commands[1], self.staging
 
         def record_next():
-            if self.raw and again[0]:
+            if self.raw:
                 image, uniform = self.arena.image_buffers(0)
                 self._ready_image = (self._image_key, self._image_commands(image, uniform, slot, gx, gy))
 
@@ -346,7 +335,6 @@ class GpuProgram:
             return self.dev.device.create_bind_group(layout=self.dev.layout, entries=entries)
 
         group = self.arena.bind_group(key, make)
-        counters.bump("gpu_commands_recorded")
         enc = self.dev.device.create_command_encoder(label="facerun photo")
         self._pass(enc, first=(self.dev.pipeline(K.IMAGE), group, gx, gy))
         self._copy_outputs(enc, self.staging, 0)
