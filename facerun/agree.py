@@ -26,6 +26,10 @@ MIN_RANGE = 0.01
 FLOAT32_STEPS = 4
 # embeddings: the cosine of the two vectors at least this
 MIN_COSINE = 0.9999
+# --precision f16 (Winograd's planes stored as half floats, sums in float32): each stored value is rounded to 2^-11
+# of itself; through the AuraFace replica's 50 layers that came to 1.9e-3 of the output's range (H200, batch 16)
+GPU_F16_TOLERANCE = 1e-2
+MIN_COSINE_F16 = 0.9995  # and every embedding within this cosine of the CPU's
 # a 2-D output with at least this many columns is a batch of vectors, each row judged by its cosine too
 ROW_VECTOR_MIN = 16
 
@@ -59,6 +63,7 @@ ONNXRUNTIME = Tolerance(TOLERANCE)  # facerun's CPU interpreter against onnxrunt
 GPU = Tolerance(GPU_TOLERANCE)  # the GPU path against the CPU interpreter (parity, bench)
 # the checked attachment's gate: looser on small outputs, and every embedding of a batch in the right direction
 GPU_CHECK = Tolerance(GPU_TOLERANCE, floor=1.0, row_cosine=MIN_COSINE)
+GPU_F16_CHECK = Tolerance(GPU_F16_TOLERANCE, floor=1.0, row_cosine=MIN_COSINE_F16)  # the gate at --precision f16
 EMBEDDING = Tolerance(None, min_cosine=MIN_COSINE)  # bench: embeddings compared by direction
 # a batch program against single runs, both on the CPU: only summation order may differ
 BATCH_ITEMS = Tolerance(TOLERANCE, floor=1.0, scale="magnitude")

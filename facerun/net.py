@@ -379,15 +379,23 @@ def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def load(model, device: str = "cpu") -> Net:
+PRECISIONS = ("f32", "f16")  # gpu.model.PRECISIONS, without importing the GPU side
+
+
+def load(model, device: str = "cpu", precision: str = "f32") -> Net:
     """Load a model as a Net: an ONNX file, a known model's or a replica's name, or a ModelCard (facerun.zoo.card).
-    device: "cpu", "gpu" (error if unusable) or "auto"."""
+    device: "cpu", "gpu" (error if unusable) or "auto". precision: "f32", or "f16" on the GPU (Winograd's planes as
+    half floats, checked against the CPU at agree.GPU_F16_CHECK); the CPU always runs float32."""
+    if precision not in PRECISIONS:
+        raise InputError(f"unknown precision '{precision}' ({' or '.join(PRECISIONS)})")
+    if precision != "f32" and device == "cpu":
+        raise InputError(f"--precision {precision} is for the GPU; the CPU runs f32")
     card = identify(model)
     net = Net(read_model(card.path), card=card)
     if device in ("gpu", "auto"):
         from .gpu.checked import attach
 
-        attach(net, required=(device == "gpu"))
+        attach(net, required=(device == "gpu"), precision=precision)
     elif device != "cpu":
         raise InputError(f"unknown device '{device}' (cpu, gpu or auto)")
     return net

@@ -7,6 +7,9 @@ For every model and input size, one row per *path*:
   gpu                the whole program on the GPU, batch 1
   gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU (how `detect` runs it)
   gpu-batch          a batch of `batch` items in one submission, timed per face (embedders by default)
+  gpu-f16, gpu-batch-f16   gpu and gpu-batch at --precision f16 (Winograd's planes as half floats, sums in
+                     float32): the model loaded again for it, judged against the CPU at agree.GPU_F16_TOLERANCE
+                     (embedders by cosine, at least agree.MIN_COSINE_F16)
   onnxruntime        onnxruntime's CPU provider on the same input: the outside peer (when installed)
   cpu-batch, onnxruntime-batch   the batched run on the CPU paths, for a like-for-like batch comparison
   onnxruntime-webgpu(-batch)     onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin), a GPU peer
@@ -40,13 +43,14 @@ from ..io import write_json
 from ..zoo.card import ModelCard
 from .saved import RatioRow, compare, load_result
 
-PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-photo", "gpu-batch", "onnxruntime", "onnxruntime-batch",
-         "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda", "torch-cuda-batch", "torch-cuda-strict",
-         "torch-cuda-strict-batch")
+PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-photo", "gpu-batch", "gpu-f16", "gpu-batch-f16",
+         "onnxruntime", "onnxruntime-batch", "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda",
+         "torch-cuda-batch", "torch-cuda-strict", "torch-cuda-strict-batch")
 DEFAULT_PATHS = ("cpu", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime")
-GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-photo", "gpu-batch"})
-BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "onnxruntime-batch", "onnxruntime-webgpu-batch", "torch-cuda-batch",
-                         "torch-cuda-strict-batch"})
+HALF_PATHS = frozenset({"gpu-f16", "gpu-batch-f16"})  # the model again, its GPU at --precision f16
+GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-photo", "gpu-batch"}) | HALF_PATHS
+BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "gpu-batch-f16", "onnxruntime-batch", "onnxruntime-webgpu-batch",
+                         "torch-cuda-batch", "torch-cuda-strict-batch"})
 # onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin): a GPU peer, judged like facerun's GPU
 WEBGPU_PATHS = frozenset({"onnxruntime-webgpu", "onnxruntime-webgpu-batch"})
 # torch on CUDA running facerun's program (facerun.bench.torch_peer), judged like facerun's GPU
@@ -227,9 +231,10 @@ def _items(outputs: dict, names: list[str], n: int, i: int) -> dict:
     return res
 
 
-def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance: float):
+def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance: float,
+          min_cosine: float = agree.MIN_COSINE):
     """(max abs, min cosine, ok) over (got, want) output dicts. Embedders pass on cosine, others on max abs."""
-    rule = agree.EMBEDDING if kind == "embedder" else agree.Tolerance(tolerance)
+    rule = agree.Tolerance(None, min_cosine=min_cosine) if kind == "embedder" else agree.Tolerance(tolerance)
     diffs = [agree.compare(name, got[name], want[name], rule) for got, want in pairs for name in names]
     max_abs = max((d.max_abs for d in diffs), default=0.0)
     cosine = min((d.cosine for d in diffs), default=1.0)
@@ -296,8 +301,25 @@ class _Case:
 
     # -- runners: each returns (fn, program run) or raises _Skip --------------------------------------------------
 
+    def half_net(self):
+        """The model loaded again with its GPU at --precision f16 (for the -f16 paths), once."""
+        if not hasattr(self, "_half"):
+            from ..net import load
+
+            try:
+                self._half = load(self.net.card, device="auto", precision="f16")
+            except FacerunError as e:
+                self._half = _Skip(f"no f16 model: {e}")
+        if isinstance(self._half, _Skip):
+            raise self._half
+        return self._half
+
     def runner(self, path: str):
         net, x = self.net, self.x
+        if path in HALF_PATHS:
+            if net.gpu is None:
+                raise _Skip(f"no GPU: {net.gpu_reason or 'not attached'}")
+            net, path = self.half_net(), path.removesuffix("-f16")
         if path in GPU_PATHS and net.gpu is None:
             raise _Skip(f"no GPU: {net.gpu_reason or 'not attached'}")
         xb = self.xb if path in BATCH_PATHS else None
@@ -403,7 +425,7 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         row.ok = False
         return row
     if path in GPU_PATHS:
-        fallback = _gpu_fallback(case.net, prog)
+        fallback = _gpu_fallback(case.half_net() if path in HALF_PATHS else case.net, prog)
         if fallback is not None:
             row.note, failed = fallback
             row.ok = False if failed else None
@@ -420,9 +442,11 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         case._refs.setdefault(0, dict(out))
         return row
     tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in PEER_GPU_PATHS else agree.TOLERANCE
+    half = path in HALF_PATHS
     try:
         row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch, path), case.names,
-                                                                 tolerance)
+                                                                 agree.GPU_F16_TOLERANCE if half else tolerance,
+                                                                 agree.MIN_COSINE_F16 if half else agree.MIN_COSINE)
     except FacerunError as e:
         row.note = f"no parity: {e}"
     return row

@@ -52,9 +52,10 @@ class Disagreement(GpuError):
     """The GPU's outputs differ from the CPU interpreter's on the check input."""
 
 
-def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> str | None:
-    """Why the GPU's outputs do not match the CPU's, or None when they agree within facerun.agree.GPU_CHECK."""
-    return agree.disagreement(cpu, gpu, agree.GPU_CHECK)
+def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray], tolerance=agree.GPU_CHECK) -> str | None:
+    """Why the GPU's outputs do not match the CPU's, or None when they agree within `tolerance`
+    (facerun.agree.GPU_CHECK; GPU_F16_CHECK for a model at --precision f16)."""
+    return agree.disagreement(cpu, gpu, tolerance)
 
 
 class CheckedGpu:
@@ -68,6 +69,8 @@ class CheckedGpu:
                  expected_programs=None):
 
         self.model = model
+        # the bar the GPU's outputs must meet against the CPU's: its own for half floats
+        self.tolerance = agree.GPU_F16_CHECK if getattr(model, "half", False) else agree.GPU_CHECK
         self.cpu_run = cpu_run or _check_on_cpu
         self.strict = strict
         self.on_drop = on_drop
@@ -149,7 +152,7 @@ class CheckedGpu:
         with counters.timed("gpu_checks_gpu"):
             gp = self.model.compile(whole)  # the batch-1 program is the model's own too: cached
             got = gp.run(inputs)
-        why = disagreement(want, got)
+        why = disagreement(want, got, self.tolerance)
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
         self.verified |= gp.kernel_keys
@@ -228,7 +231,7 @@ class CheckedGpu:
         if key not in gp.kernel_keys:
             return False
         inputs = test_inputs(one)
-        why = disagreement(self.cpu_run(one, inputs), gp.run(inputs))
+        why = disagreement(self.cpu_run(one, inputs), gp.run(inputs), self.tolerance)
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
         counters.bump("gpu_layer_checks")
@@ -254,14 +257,15 @@ class CheckedGpu:
     def _check_layers(self, prog: P.Program, layers: list[P.Step] | None) -> None:
         if layers is None:  # a variant outside the convolutions: the whole program, at its own size
             inputs = test_inputs(prog)
-            why = disagreement(self.cpu_run(prog, inputs), self.model.run(prog, inputs))
+            why = disagreement(self.cpu_run(prog, inputs), self.model.run(prog, inputs), self.tolerance)
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
             return
         for st in layers:
             one = one_conv_program(prog, st, norm=True)
             inputs = test_inputs(one)
-            why = disagreement(self.cpu_run(one, inputs), self.model.compile_once(one).run(inputs))
+            why = disagreement(self.cpu_run(one, inputs), self.model.compile_once(one).run(inputs),
+                               self.tolerance)
             if why is not None:
                 raise Disagreement(f"the GPU disagrees with the CPU on layer {st.node}: {why}")
             counters.bump("gpu_layer_checks")
@@ -332,11 +336,12 @@ class CheckedGpu:
             return None
 
 
-def attach(net, required: bool = False, budget_mb: float | None = None) -> CheckedGpu | None:
+def attach(net, required: bool = False, budget_mb: float | None = None, precision: str = "f32") -> CheckedGpu | None:
     """Give `net` a checked GPU (`net.gpu`), or say why not (`net.gpu_reason`). required=True (device="gpu") raises
-    GpuError when there is no usable GPU, and when the GPU disagrees with the CPU."""
+    GpuError when there is no usable GPU, and when the GPU disagrees with the CPU. precision: "f32", or "f16"
+    (gpu.model.PRECISIONS: half-float storage, checked at agree.GPU_F16_CHECK)."""
     try:
-        model = GpuModel(budget_mb=budget_mb)
+        model = GpuModel(budget_mb=budget_mb, precision=precision)
     except GpuError as e:
         net.gpu = None
         net.gpu_reason = str(e)

@@ -389,6 +389,7 @@ class Device:
         return f"{self.name} ({self.backend})"
 
     trusted: bool = False  # kernels marked trusted compile without the shader compiler's bounds checks
+    has_f16: bool = False  # the shader-f16 feature was granted (half-float kernels, --precision f16)
 
     def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
@@ -459,7 +460,8 @@ def _make_device(adapter, row: dict) -> Device:
 
     have = dict(adapter.limits)
     required = {k: have[k] for k in TAKE_LIMITS if k in have}
-    dev = adapter.request_device_sync(label="facerun", required_limits=required)
+    features = ["shader-f16"] if "shader-f16" in adapter.features else []
+    dev = adapter.request_device_sync(label="facerun", required_limits=required, required_features=features)
     lim = dict(dev.limits)
     limits = Limits(
         max_workgroups_per_dim=int(lim["max-compute-workgroups-per-dimension"]),
@@ -467,7 +469,8 @@ def _make_device(adapter, row: dict) -> Device:
         max_invocations=int(lim["max-compute-invocations-per-workgroup"]),
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
     )
-    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build())
+    d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build(),
+               has_f16="shader-f16" in dev.features)
     kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform,
              kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
     kinds.update({b: wgpu.BufferBindingType.read_only_storage for b in kernels.READ_BINDINGS})

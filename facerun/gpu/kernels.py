@@ -61,8 +61,9 @@ FIELDS["epilogue"] = ("has_bias: u32", "has_res: u32", *FIELDS["activation"])
 
 
 def _bindings(arg: str) -> list[str]:
-    """`#bindings a, b: vec4<f32>, ...`: p (the uniform Params), the reads in READ_BINDINGS order (arrays of f32 unless
-    a type is given), out."""
+    """`#bindings a, b: vec4<f32>, ... [-> T]`: p (the uniform Params), the reads in READ_BINDINGS order (arrays of f32
+    unless a type is given), out (an array of f32, or of T)."""
+    arg, _, out_elem = arg.partition("->")
     reads = [r.strip() for r in arg.split(",") if r.strip()]
     if len(reads) > len(READ_BINDINGS):
         raise ValueError(f"#bindings lists {len(reads)} reads; a dispatch has {len(READ_BINDINGS)}")
@@ -70,7 +71,7 @@ def _bindings(arg: str) -> list[str]:
     for b, read in zip(READ_BINDINGS, reads):
         name, _, elem = read.partition(":")
         lines.append(f"@group(0) @binding({b}) var<storage, read> {name.strip()}: array<{elem.strip() or 'f32'}>;")
-    lines.append(f"@group(0) @binding({OUT_BINDING}) var<storage, read_write> out: array<f32>;")
+    lines.append(f"@group(0) @binding({OUT_BINDING}) var<storage, read_write> out: array<{out_elem.strip() or 'f32'}>;")
     return lines
 
 
@@ -124,6 +125,12 @@ class Kernel:
     # shapes), so it may be compiled without the shader compiler's bounds checks (device.trusted_module)
     trusted: bool = False
 
+    @cached_property
+    def half(self) -> bool:
+        """A variant with HALF (half-float storage): needs the device's shader-f16 feature."""
+        subst = dict(self.subst)
+        return any(subst.get(k, False) for k in ("HALF", "HALF_IN", "HALF_OUT"))
+
     @cached_property  # hashed on every dispatch of every program: made once
     def key(self) -> str:
         spec = ",".join(f"{k}={v}" for k, v in self.subst)
@@ -132,8 +139,11 @@ class Kernel:
     def code(self) -> str:
         """The module's WGSL: the generated constants, common.wgsl, epilogue.wgsl when asked, then the source with its
         preambles written out and its template filled in."""
-        body = specialise(expand_preambles(source_text(self.file)), dict(self.subst))
+        body = specialise(expand_preambles(source_text(self.file)),
+                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, **dict(self.subst)})
         parts = [constants(), source_text("common.wgsl")]
+        if self.half:  # the directive comes before every declaration
+            parts.insert(0, "enable f16;")
         if self.epilogue:
             parts.append(source_text("epilogue.wgsl"))
         parts.append(body)
@@ -213,13 +223,19 @@ def _evaluate(expr: str, env: dict):
 
 
 @cache  # one object per variant: its key and layout are then worked out once
-def tiled_conv(tile: Tile, pointwise: bool, partial: bool) -> Kernel:
+def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, half_out: bool = False) -> Kernel:
+    """half: its input and weights stored as f16 (Winograd's planes at --precision f16), the sums in f32;
+    half_out: the sums written as f16 (Winograd's products, unsplit)."""
     tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
     wg = tx * ty
     a_vec = tile.bk * tile.bm // 4
     subst = dict(BM=tile.bm, BN=tile.bn, BK=tile.bk, TM=tile.tm, TN=tile.tn, MV=tile.tm // 4, NV=tile.tn // 4, TX=tx,
                  TY=ty, WG=wg, A_VEC=a_vec, A_LOADS=-(-a_vec // wg), B_ROWS=wg // tile.bn,
                  B_LOADS=tile.bk // (wg // tile.bn), KU=tile.ku, POINTWISE=pointwise, PARTIAL=partial)
+    if half:
+        subst["HALF"] = True
+    if half_out:
+        subst["HALF_OUT"] = True
     return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
@@ -237,9 +253,19 @@ WINOGRAD4_INPUT_AFFINE = Kernel("winograd4.wgsl", "input", (("AFFINE", True),), 
 WINOGRAD4_OUTPUT = Kernel("winograd4.wgsl", "output", (("AFFINE", False),), epilogue=True, trusted=True)
 
 
-def winograd_transforms(plan: WinogradPlan, affine: bool = False) -> tuple[Kernel, Kernel]:
+@cache
+def _halved(kernel: Kernel, flag: str) -> Kernel:
+    return Kernel(kernel.file, kernel.entry, (*kernel.subst, (flag, True)), epilogue=True, trusted=True)
+
+
+def winograd_transforms(plan: WinogradPlan, affine: bool = False, half: bool = False,
+                        half_products: bool = False) -> tuple[Kernel, Kernel]:
     """The (input, output) transform kernels of a Winograd plan's form; `affine`: the input transform applying a
-    folded batch norm."""
+    folded batch norm; `half`: it writes the planes as f16 (--precision f16); `half_products`: the output
+    transform reads the products as f16."""
+    if half or half_products:
+        into, back = winograd_transforms(plan, affine)
+        return (_halved(into, "HALF_OUT") if half else into), (_halved(back, "HALF_IN") if half_products else back)
     if plan.m == 4:
         return (WINOGRAD4_INPUT_AFFINE if affine else WINOGRAD4_INPUT), WINOGRAD4_OUTPUT
     return (WINOGRAD_INPUT_AFFINE if affine else WINOGRAD_INPUT), WINOGRAD_OUTPUT
@@ -251,16 +277,17 @@ def gemv(rows: int, vec4: bool) -> Kernel:
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
-def conv_kernel(plan: ConvPlan | WinogradPlan) -> Kernel:
+def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: bool = False) -> Kernel:
     """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it): for
-    Winograd, that of its products."""
+    Winograd, that of its products. half: reading f16 input and weights (Winograd's products at --precision f16);
+    half_out: writing f16 sums."""
     if plan.kernel == "winograd":
-        return conv_kernel(plan.gemm)
+        return conv_kernel(plan.gemm, half, half_out)
     if plan.kernel == "depthwise":
         return DEPTHWISE_CONV
     if plan.kernel == "direct":
         return DIRECT_CONV
-    return tiled_conv(plan.tile, plan.pointwise, plan.partial)
+    return tiled_conv(plan.tile, plan.pointwise, plan.partial, half, half_out and not plan.partial)
 
 
 def gemm_kernel(plan: GemmPlan) -> Kernel:

@@ -153,15 +153,21 @@ def prologues(prog: P.Program) -> dict[int, P.Affine]:
     return found
 
 
-def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None) -> Lowered:
+HALF_PRODUCTS = True  # at --precision f16, Winograd's products stored as f16 as well (examples/half_planes.py A/B)
+
+
+def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None,
+          half: bool = False) -> Lowered:
     """The dispatches of `prog` on a device with `limits`. `force` (tests, tuning) is passed to every convolution's
-    plan_conv (force_splits, force_tile)."""
-    return _Lowering(prog, limits, const, force or {}).run()
+    plan_conv (force_splits, force_tile). half (--precision f16): Winograd's transformed inputs and weights are stored
+    as f16, their products summed in f32; every other value stays f32."""
+    return _Lowering(prog, limits, const, force or {}, half).run()
 
 
 class _Lowering:
-    def __init__(self, prog: P.Program, limits: Limits, const: ConstStore, force: dict):
+    def __init__(self, prog: P.Program, limits: Limits, const: ConstStore, force: dict, half: bool = False):
         self.prog = prog
+        self.half = half
         self.limits = limits
         self.const = const
         # const.derived(role, sources, extra, make): the buffer of make()'s data, kept by the identity of `sources`
@@ -485,7 +491,11 @@ class _Lowering:
         check forcing it runs all three. `norm`: a batch norm folded into the input transform (x_ref is its input)."""
         self.out.conv_plans.append((self.node, plan.describe() + (", batch norm folded in" if norm else "")))
         cout, t, e = s.cout, plan.tiles, plan.planes
-        into, back = K.winograd_transforms(plan, affine=norm is not None)
+        half = self.half
+        g = plan.gemm
+        # the products are f16 too where one pass writes them (a split's partial sums and its reduce stay f32)
+        half_products = half and HALF_PRODUCTS and not g.partial
+        into, back = K.winograd_transforms(plan, affine=norm is not None, half=half, half_products=half_products)
         coef = None
         if norm is not None:
             coef = self._const_of("coef", (norm.scale, norm.shift), (s.cin,),
@@ -494,16 +504,17 @@ class _Lowering:
         p.update(_out_strides(cout, s.oh * s.ow, nhwc), cin=s.cin, cout=cout, h=s.h, w=s.w, oh=s.oh, ow=s.ow,
                  pt=s.pads[0], pl=s.pads[1], th=plan.th, tw=plan.tw, tiles=t)
         epi_buf = self._epilogue(bias, act, cout)
-        planes = self.slots.take(e * s.cin * t * 4)
+        planes = self.slots.take(e * s.cin * t * (2 if half else 4))
         gx, gy, row = plan.input_grid
         self._add(into, dict(p, count=s.cin * t, row=row), [x_ref, coef], ("slot", planes), (gx, gy), plan)
-        products = self.slots.take(e * cout * t * 4)
-        g = plan.gemm
-        wbuf = self._const_of(f"winograd {plan.m} weights", (weight,), (g.kpad, g.mpad),
-                              lambda: pack_conv_weights(winograd_weights(weight, plan.m), e, g.kpad, g.mpad))
+        products = self.slots.take(e * cout * t * (2 if half_products else 4))
+        stored = np.float16 if half else np.float32
+        wbuf = self._const_of(f"winograd {plan.m} weights" + (" f16" if half else ""), (weight,), (g.kpad, g.mpad),
+                              lambda: pack_conv_weights(winograd_weights(weight, plan.m), e, g.kpad,
+                                                        g.mpad).astype(stored))
         gemm = ConvShape(batch=1, cin=e * s.cin, h=1, w=t, cout=e * cout, oh=1, ow=t, groups=e)
         self._conv_dispatch(gemm, g, None, None, None, ("slot", planes), None, ("slot", products), wbuf=wbuf,
-                            owner=plan)
+                            owner=plan, half=half, half_out=half_products)
         self.slots.give(planes)
         gx, gy, row = plan.output_grid
         self._add(back, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
@@ -511,7 +522,8 @@ class _Lowering:
         self.slots.give(products)
 
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
-                       nhwc: bool = False, source=None, wbuf=None, owner=None) -> None:
+                       nhwc: bool = False, source=None, wbuf=None, owner=None, half: bool = False,
+                       half_out: bool = False) -> None:
         """`source`: the array `weight` is a view of (the identity its derived buffers are kept by). `wbuf`: the
         packed weights when the caller made them (Winograd's products); `owner`: the plan the dispatches carry when
         this convolution is part of another's (Winograd's), which then also names it in `conv_plans`."""
@@ -525,7 +537,7 @@ class _Lowering:
         epi_buf = self._epilogue(bias, act, cout)
         if owner is plan:
             self.out.conv_plans.append((self.node, plan.describe()))
-        kernel = K.conv_kernel(plan)
+        kernel = K.conv_kernel(plan, half, half_out)
         # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
         (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
         common = _epilogue_fields(act, bias, res_ref, cout)

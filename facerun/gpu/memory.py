@@ -42,9 +42,10 @@ def budget_bytes(budget_mb: float | None = None) -> int:
 
 
 def aligned(a: np.ndarray) -> np.ndarray:
-    """float32/uint32 data padded to a multiple of 16 bytes (vec4 bindings need it) and never empty."""
+    """float32/uint32 (or float16) data padded to a multiple of 16 bytes (vec4 bindings need it) and never empty."""
     a = np.ascontiguousarray(a).reshape(-1)
-    pad = (-a.size) % 4 or (4 if a.size == 0 else 0)
+    per = 16 // a.itemsize
+    pad = (-a.size) % per or (per if a.size == 0 else 0)
     if pad:
         a = np.concatenate([a, np.zeros(pad, a.dtype)])
     return a

@@ -20,6 +20,7 @@ from .. import counters
 from .. import program as P
 from ..errors import GpuError
 from ..lru import InFlight, LruCache, budget_from_env
+from ..net import PRECISIONS
 from . import device as D
 from .arena import Arena
 from .lower import lower, prologues
@@ -28,6 +29,9 @@ from .plan import PlanError
 from .runner import GpuProgram, short_error
 
 PROGRAM_BUDGET_MB = 1024
+# PRECISIONS: f32, every value in float32; f16, Winograd's transformed inputs, weights and products stored as float16
+# (each product of two such values is exact in float32, the sums are float32), the rest as f32. Checked against the
+# CPU at its own bar (agree.GPU_F16_CHECK).
 
 
 class DoesNotFit(GpuError):
@@ -41,8 +45,14 @@ class GpuModel:
     per-convolution mode's hook for `cpu.run_program(prog, inputs, conv=model.conv_hook(prog))`.
     """
 
-    def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None):
+    def __init__(self, budget_mb: float | None = None, dev: D.Device | None = None, precision: str = "f32"):
         self.dev = dev or D.get_device()
+        if precision not in PRECISIONS:
+            raise GpuError(f"unknown precision '{precision}' ({' or '.join(PRECISIONS)})")
+        if precision == "f16" and not self.dev.has_f16:
+            raise GpuError(f"{self.dev.label} has no half floats in shaders (the shader-f16 feature)")
+        self.precision = precision
+        self.half = precision == "f16"  # Winograd's planes and weights stored as f16 (lower.lower's half)
         self.weights = WeightStore(budget_bytes(budget_mb))
         self.arena = Arena(self.dev)  # the activation buffers and bind groups every program of the model runs in
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
@@ -100,7 +110,7 @@ class GpuModel:
         """`prog` for the device, in the model's shared arena (shared=False: buffers of its own, for a program run
         once, so it neither grows the arena nor evicts bind groups)."""
         try:
-            return GpuProgram(self.dev, prog, self.weights, force, self.arena if shared else None)
+            return GpuProgram(self.dev, prog, self.weights, force, self.arena if shared else None, self.half)
         except PlanError as e:
             raise DoesNotFit(f"this program does not fit the GPU: {e}") from None
         except GpuError:
@@ -112,7 +122,7 @@ class GpuModel:
         """`prog`'s dispatches as this device would run them (kernel variants and plans), made without the device:
         for planning checks ahead. PlanError (the program does not fit) gives no dispatches."""
         try:
-            return lower(prog, self.dev.limits, _no_consts).dispatches
+            return lower(prog, self.dev.limits, _no_consts, half=self.half).dispatches
         except PlanError:
             return []
 

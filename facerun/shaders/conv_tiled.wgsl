@@ -60,7 +60,22 @@ struct Params {
 
 // taps, per k of a group: (its input channel, its row offset ky * dh, its column offset kx * dw, 0), so the gather
 // needs no division; the table does not depend on the input size (unused when POINTWISE)
-#bindings x, wt: vec4<f32>, epi, res, taps: vec4<i32>
+// HALF: input and weights stored as f16 (Winograd's planes at --precision f16), widened as they are read; the tiles
+// in shared memory and the sums stay f32, so each product is exact and only the storage is rounded
+#if HALF
+alias stored = f16;
+#end
+#if not HALF
+alias stored = f32;
+#end
+// HALF_OUT: the sums written as f16 (Winograd's products at --precision f16, never split)
+#if HALF_OUT
+alias out_t = f16;
+#end
+#if not HALF_OUT
+alias out_t = f32;
+#end
+#bindings x: stored, wt: vec4<stored>, epi, res, taps: vec4<i32> -> out_t
 
 var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;
 var<workgroup> tile_b: array<vec4<f32>, ${BK * BN // 4}>;
@@ -78,7 +93,7 @@ fn im2col(k: u32, kend: u32, c: Column) -> f32 {
         return 0.0;
     }
 #if POINTWISE
-    return x[c.base + k * p.h * p.w];
+    return f32(x[c.base + k * p.h * p.w]);
 #end
 #if not POINTWISE
     let t = taps[k];
@@ -87,12 +102,12 @@ fn im2col(k: u32, kend: u32, c: Column) -> f32 {
     if (iy < 0 || ix < 0 || iy >= i32(p.h) || ix >= i32(p.w)) {
         return 0.0;
     }
-    return x[c.base + (u32(t.x) * p.h + u32(iy)) * p.w + u32(ix)];
+    return f32(x[c.base + (u32(t.x) * p.h + u32(iy)) * p.w + u32(ix)]);
 #end
 }
 
 fn weights(at: u32, e: u32) -> vec4<f32> {
-    return wt[at + (e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)];
+    return vec4<f32>(wt[at + (e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)]);
 }
 
 @compute @workgroup_size(WG)
@@ -233,10 +248,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     let co = g * p.m + ml;
                     let at = base + co * p.out_c;
 #if PARTIAL
-                    out[split * p.total + at] = acc_${i * 4 + r}_${j}[${c}];
+                    out[split * p.total + at] = out_t(acc_${i * 4 + r}_${j}[${c}]);
 #end
 #if not PARTIAL
-                    out[at] = finish(acc_${i * 4 + r}_${j}[${c}], co, at);
+                    out[at] = out_t(finish(acc_${i * 4 + r}_${j}[${c}], co, at));
 #end
                 }
             }

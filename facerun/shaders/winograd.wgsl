@@ -27,7 +27,21 @@ struct Params {
     out_p: u32,
 }
 
-#bindings x, coef, epi, res
+// --precision f16: the input transform writes its planes as f16 (HALF_OUT), which the products read (f32 sums);
+// the output transform reads the products as f16 (HALF_IN) where they were written so
+#if HALF_IN
+alias in_t = f16;
+#end
+#if not HALF_IN
+alias in_t = f32;
+#end
+#if HALF_OUT
+alias out_t = f16;
+#end
+#if not HALF_OUT
+alias out_t = f32;
+#end
+#bindings x: in_t, coef, epi, res -> out_t
 
 #per_value input count
     let t = i % p.tiles;
@@ -51,7 +65,7 @@ struct Params {
         let row = base + u32(y0 + ${r}) * p.w;
 #unroll q 0 4
         if (x0 + ${q} >= 0 && x0 + ${q} < i32(p.w)) {
-            d${r}[${q}] = x[row + u32(x0 + ${q})];
+            d${r}[${q}] = f32(x[row + u32(x0 + ${q})]);
 #if AFFINE
             d${r}[${q}] = fma(d${r}[${q}], scale, shift);
 #end
@@ -67,10 +81,10 @@ struct Params {
     let plane = p.cin * p.tiles;
     let at = c * p.tiles + t;
 #unroll a 0 4
-    out[at + ${4 * a + 0}u * plane] = r${a}.x - r${a}.z;
-    out[at + ${4 * a + 1}u * plane] = r${a}.y + r${a}.z;
-    out[at + ${4 * a + 2}u * plane] = r${a}.z - r${a}.y;
-    out[at + ${4 * a + 3}u * plane] = r${a}.y - r${a}.w;
+    out[at + ${4 * a + 0}u * plane] = out_t(r${a}.x - r${a}.z);
+    out[at + ${4 * a + 1}u * plane] = out_t(r${a}.y + r${a}.z);
+    out[at + ${4 * a + 2}u * plane] = out_t(r${a}.z - r${a}.y);
+    out[at + ${4 * a + 3}u * plane] = out_t(r${a}.y - r${a}.w);
 #end
 }
 
@@ -80,8 +94,8 @@ struct Params {
     let plane = p.cout * p.tiles;
     let at = co * p.tiles + t;
 #unroll a 0 4
-    let m${a} = vec4<f32>(x[at + ${4 * a}u * plane], x[at + ${4 * a + 1}u * plane], x[at + ${4 * a + 2}u * plane],
-                          x[at + ${4 * a + 3}u * plane]);
+    let m${a} = vec4<f32>(f32(x[at + ${4 * a}u * plane]), f32(x[at + ${4 * a + 1}u * plane]),
+                          f32(x[at + ${4 * a + 2}u * plane]), f32(x[at + ${4 * a + 3}u * plane]));
 #end
     // Aᵀ M: rows m0 + m1 + m2 and m1 - m2 - m3; then the same on each row's columns (· A)
     let s0 = m0 + m1 + m2;
@@ -99,7 +113,7 @@ struct Params {
 #unroll q 0 2
     if (oy + ${r}u < p.oh && ox + ${q}u < p.ow) {
         let o = base + ((oy + ${r}u) * p.ow + ox + ${q}u) * p.out_p;
-        out[o] = finish(y${r}${q}, co, o);
+        out[o] = out_t(finish(y${r}${q}, co, o));
     }
 #end
 #end

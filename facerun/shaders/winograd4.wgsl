@@ -28,7 +28,21 @@ struct Params {
     out_p: u32,
 }
 
-#bindings x, coef, epi, res
+// --precision f16: the input transform writes its planes as f16 (HALF_OUT), which the products read (f32 sums);
+// the output transform reads the products as f16 (HALF_IN) where they were written so
+#if HALF_IN
+alias in_t = f16;
+#end
+#if not HALF_IN
+alias in_t = f32;
+#end
+#if HALF_OUT
+alias out_t = f16;
+#end
+#if not HALF_OUT
+alias out_t = f32;
+#end
+#bindings x: in_t, coef, epi, res -> out_t
 
 // Bᵀ z for a column (or row) z of six values
 fn bt(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> array<f32, 6> {
@@ -72,7 +86,7 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
         let row = base + u32(y0 + ${r}) * p.w;
 #unroll q 0 6
         if (x0 + ${q} >= 0 && x0 + ${q} < i32(p.w)) {
-            d${r}[${q}] = x[row + u32(x0 + ${q})];
+            d${r}[${q}] = f32(x[row + u32(x0 + ${q})]);
 #if AFFINE
             d${r}[${q}] = fma(d${r}[${q}], scale, shift);
 #end
@@ -91,7 +105,7 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
     {
         let v = bt(c0[${a}], c1[${a}], c2[${a}], c3[${a}], c4[${a}], c5[${a}]);
 #unroll e 0 6
-        out[at0 + ${6 * a + e}u * plane] = v[${e}];
+        out[at0 + ${6 * a + e}u * plane] = out_t(v[${e}]);
 #end
     }
 #end
@@ -105,7 +119,7 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
 #unroll a 0 6
     var m${a} = array<f32, 6>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
 #unroll e 0 6
-    m${a}[${e}] = x[at0 + ${6 * a + e}u * plane];
+    m${a}[${e}] = f32(x[at0 + ${6 * a + e}u * plane]);
 #end
 #end
     // Aᵀ M, a column at a time: s_q[r] = (Aᵀ M)[r][q]; then each row of it (· A)
@@ -125,7 +139,7 @@ fn at(z0: f32, z1: f32, z2: f32, z3: f32, z4: f32, z5: f32) -> vec4<f32> {
 #unroll q 0 4
     if (oy + ${r}u < p.oh && ox + ${q}u < p.ow) {
         let o = base + ((oy + ${r}u) * p.ow + ox + ${q}u) * p.out_p;
-        out[o] = finish(y${r}[${q}], co, o);
+        out[o] = out_t(finish(y${r}[${q}], co, o));
     }
 #end
 #end
