@@ -49,11 +49,11 @@ def embedder_options(function):
     return function
 
 
-def make_embedder(model, device, input_size, mean, std, bgr, threshold=None):
+def make_embedder(model, device, input_size, mean, std, bgr, threshold=None, precision="f32"):
     from ..face.embed import Embedder
 
     return Embedder(model=model, device=device, input_size=input_size, mean=mean, std=std, bgr=bgr,
-                    threshold=threshold)
+                    threshold=threshold, precision=precision)
 
 
 def make_detector(detector_model, device):
@@ -68,14 +68,17 @@ def make_detector(detector_model, device):
 @click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True,
               help="Faces per network call (on the GPU: one submission per batch).")
 @click.option("--all-faces", is_flag=True, help="Embed every face found, not only the largest of each image.")
+@click.option("--precision", type=click.Choice(["f32", "f16"]), default="f32", show_default=True,
+              help="f16: the GPU stores Winograd's planes (the 3x3 layers of IResNets such as AuraFace) as half "
+                   "floats, sums in float32; used only after its check against the CPU (cosine 0.9995).")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Write the vectors: x.npy (N x dim float32, plus the index x.jsonl beside it: image, box, score, "
                    "model, row) or x.jsonl (one face per line, the embedding included).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the faces and their embeddings as one JSON array (with --engine ray: the run's summary).")
 @engine_options
-def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, out_path, as_json,
-            engine, ray_address, workers, gpus_per_worker, processes):
+def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, precision, out_path,
+            as_json, engine, ray_address, workers, gpus_per_worker, processes):
     """Embed the faces in IMAGE files or folders (folders are searched recursively for images).
 
     Each image's largest face (or, with --all-faces, every face) is found by the detector, aligned to the ArcFace
@@ -93,6 +96,8 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
               "std": std, "bgr": bgr}
     local_processes(engine, processes)
+    if precision != "f32" and (engine != "local" or device == "cpu"):
+        raise InputError(f"--precision {precision} is for the local GPU (--device auto or gpu, --engine local)")
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=all_faces,
                             models=models)
     if settings is not None:
@@ -103,7 +108,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
     processes = min(processes, len(paths))
-    embedder = make_embedder(model, device, input_size, mean, std, bgr)
+    embedder = make_embedder(model, device, input_size, mean, std, bgr, precision=precision)
     detector = make_detector(detector_model, "cpu" if processes > 1 else device)  # processes make their own
     run = photo_faces_in_processes(processes, detector, device) if processes > 1 else iter_photo_faces
 

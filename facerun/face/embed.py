@@ -88,14 +88,15 @@ class Embedder:
     (sface-arch, auraface-arch, and their -small variants), or None for the first known embedder found.
     input_size / mean / std / bgr: the pre-processing; required (all but input_size, which a file with a fixed input
     shape gives) for a file facerun does not know, else they override the known values.
+    precision: "f32", or "f16" on the GPU (facerun.load: Winograd's planes as half floats, checked against the CPU).
     """
 
     def __init__(self, model=None, device: str = "auto", input_size=None, mean=None, std=None, bgr=None,
-                 threshold: float | None = None, models_dir=None):
+                 threshold: float | None = None, models_dir=None, precision: str = "f32"):
         from ..zoo.card import embedder_card, identify
 
         self.net = _load_net(identify(model if model is not None else default_embedder(models_dir), models_dir),
-                             device)
+                             device, precision)
         card = self.net.card
         self.path = card.path
         self.requested_device = device
@@ -336,11 +337,11 @@ def default_embedder(models_dir=None) -> Path:
                      f"pass --model PATH|NAME, or get one with `facerun models fetch sface-2021dec`")
 
 
-def _load_net(card, device: str):
+def _load_net(card, device: str, precision: str = "f32"):
     import facerun
 
     try:
-        return facerun.load(card, device=device)
+        return facerun.load(card, device=device, precision=precision)
     except ModuleNotFoundError as e:
         # the GPU path is optional; where its modules are absent, "auto" means the CPU
         if device == "auto" and (e.name or "").startswith("facerun."):
