@@ -83,10 +83,12 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
     the GPU, the rest on the CPU), gpu (the whole program), gpu-batch (--batch items in one submission; embedders),
     onnxruntime (its CPU provider, when installed); cpu-batch, onnxruntime-batch and gpu-photo (YuNet from a photo's
-    bytes, laid out on the GPU, as detect runs it) on request. Columns: median,
+    bytes, laid out on the GPU, as detect runs it) on request, and gpu-f16, gpu-batch-f16 (the GPU at --precision
+    f16). Columns: median,
     p10 and p90 of the timed runs in ms, ms per face, speed-up over the CPU interpreter, and parity with it: max abs
-    diff for detectors, within 1e-4 of each output's range (ranges under 0.01 count as 0.01; 1e-3 on the GPU paths),
-    cosine >= 0.9999 for embedders. A path that cannot run here says why. Exit status 1 when a row fails parity.
+    diff for detectors, within 1e-4 of each output's range (ranges under 0.01 count as 0.01; 1e-3 on the GPU paths,
+    1e-2 on the f16 ones), cosine >= 0.9999 for embedders (0.9995 at f16). A path that cannot run here says why. Exit
+    status 1 when a row fails parity.
 
     MODEL is an .onnx file, a known model's name or a replica name; with neither MODEL nor --models, the built-in
     replicas yunet-arch, sface-arch and auraface-arch run, so nothing needs downloading."""
