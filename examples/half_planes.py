@@ -9,16 +9,14 @@ cosine of a row).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 
 import facerun
-from facerun.errors import FacerunError
 from facerun.gpu import lower
 from facerun.gpu.model import GpuModel
-from facerun.gpu.tune import alternating_runs, gpu_seconds
+from facerun.gpu.tune import ab_main, alternating_runs, gpu_seconds
 
 ROUNDS = 3
 RUNS = 15  # per variant and round
@@ -56,28 +54,8 @@ def ab(specs: list[tuple[str, int]]) -> None:
                   f"maxdiff/range {diff:.1e}  min cosine {cos:.7f}", flush=True)
 
 
-def parse(spec: str) -> tuple[str, int]:
-    name, _, batch = spec.partition(":")
-    return name, int(batch or 1)
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=["auraface-arch:1", "auraface-arch:8", "auraface-arch:16"],
-                    metavar="MODEL[:BATCH]")
-    args = ap.parse_args(argv)
-    try:
-        specs = [parse(s) for s in args.models]
-    except ValueError:
-        ap.error("a model is NAME or NAME:BATCH, the batch a whole number")
-    if any(b < 1 for _, b in specs):
-        ap.error("a batch is at least 1")
-    try:
-        ab(specs)
-    except FacerunError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return ab_main(__doc__.splitlines()[0], ab, argv)
 
 
 if __name__ == "__main__":

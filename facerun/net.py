@@ -379,7 +379,10 @@ def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-PRECISIONS = ("f32", "f16")  # gpu.model.PRECISIONS, without importing the GPU side
+# f32: every value in float32. f16 (the GPU only): Winograd's transformed inputs, weights and products stored as
+# float16 (a product of two such values is exact in float32, the sums are float32), the rest as f32; checked against
+# the CPU at its own bar (agree.GPU_F16_CHECK). Here, so loading checks it without importing the GPU side.
+PRECISIONS = ("f32", "f16")
 
 
 def load(model, device: str = "cpu", precision: str = "f32") -> Net:

@@ -159,8 +159,8 @@ HALF_PRODUCTS = True  # at --precision f16, Winograd's products stored as f16 as
 def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None,
           half: bool = False) -> Lowered:
     """The dispatches of `prog` on a device with `limits`. `force` (tests, tuning) is passed to every convolution's
-    plan_conv (force_splits, force_tile). half (--precision f16): Winograd's transformed inputs and weights are stored
-    as f16, their products summed in f32; every other value stays f32."""
+    plan_conv (force_splits, force_tile). half (--precision f16): Winograd's transformed inputs, weights and (unsplit)
+    products are stored as f16, the products summed in f32; every other value stays f32."""
     return _Lowering(prog, limits, const, force or {}, half).run()
 
 

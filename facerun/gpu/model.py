@@ -29,9 +29,6 @@ from .plan import PlanError
 from .runner import GpuProgram, short_error
 
 PROGRAM_BUDGET_MB = 1024
-# PRECISIONS: f32, every value in float32; f16, Winograd's transformed inputs, weights and products stored as float16
-# (each product of two such values is exact in float32, the sums are float32), the rest as f32. Checked against the
-# CPU at its own bar (agree.GPU_F16_CHECK).
 
 
 class DoesNotFit(GpuError):

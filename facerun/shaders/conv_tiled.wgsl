@@ -58,23 +58,13 @@ struct Params {
     out_p: u32,
 }
 
-// taps, per k of a group: (its input channel, its row offset ky * dh, its column offset kx * dw, 0), so the gather
-// needs no division; the table does not depend on the input size (unused when POINTWISE)
 // HALF: input and weights stored as f16 (Winograd's planes at --precision f16), widened as they are read; the tiles
 // in shared memory and the sums stay f32, so each product is exact and only the storage is rounded
-#if HALF
-alias stored = f16;
-#end
-#if not HALF
-alias stored = f32;
-#end
+alias stored = ${"f16" if HALF else "f32"};
 // HALF_OUT: the sums written as f16 (Winograd's products at --precision f16, never split)
-#if HALF_OUT
-alias out_t = f16;
-#end
-#if not HALF_OUT
-alias out_t = f32;
-#end
+alias out_t = ${"f16" if HALF_OUT else "f32"};
+// taps, per k of a group: (its input channel, its row offset ky * dh, its column offset kx * dw, 0), so the gather
+// needs no division; the table does not depend on the input size (unused when POINTWISE)
 #bindings x: stored, wt: vec4<stored>, epi, res, taps: vec4<i32> -> out_t
 
 var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;

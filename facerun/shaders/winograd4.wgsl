@@ -30,18 +30,8 @@ struct Params {
 
 // --precision f16: the input transform writes its planes as f16 (HALF_OUT), which the products read (f32 sums);
 // the output transform reads the products as f16 (HALF_IN) where they were written so
-#if HALF_IN
-alias in_t = f16;
-#end
-#if not HALF_IN
-alias in_t = f32;
-#end
-#if HALF_OUT
-alias out_t = f16;
-#end
-#if not HALF_OUT
-alias out_t = f32;
-#end
+alias in_t = ${"f16" if HALF_IN else "f32"};
+alias out_t = ${"f16" if HALF_OUT else "f32"};
 #bindings x: in_t, coef, epi, res -> out_t
 
 // Bᵀ z for a column (or row) z of six values
