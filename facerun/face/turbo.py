@@ -1,0 +1,145 @@
+"""JPEGs decoded by libjpeg-turbo's own API (the optional `simplejpeg` package), straight into the four-byte layout
+(R, G, B and an unused byte) that images.load_photo gives, with the GIL released for the whole decode.
+
+Pillow decodes JPEGs with the same libjpeg-turbo settings (accurate integer DCT, fancy upsampling, DCT scaling of
+1/2, 1/4 or 1/8 for a draft), so the pixels are Pillow's to the byte; tests/test_turbo.py holds them to that on every
+orientation, on grey and progressive files, on drafts and on the shared photos. What Pillow adds on top, this does
+in fewer steps: no Python loop over the file's blocks, no decode into Pillow's own image and copy out of it.
+
+Anything this path is not sure of gives None and the caller decodes with Pillow as before, which also gives the
+error for a broken file: not a JPEG, a header simplejpeg cannot read (CMYK, unusual subsampling), an EXIF block it
+cannot parse, or a decode that fails. FACERUN_JPEG=pillow turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+
+ORIENTATION = 0x0112  # the EXIF tag
+# the stored colour spaces whose conversion to RGB is libjpeg's own in both: CMYK and YCCK files Pillow turns into RGB
+# with its own formula, so they stay Pillow's
+DECODED_AS_PILLOW = frozenset({"YCbCr", "Gray", "RGB"})
+
+
+def available() -> bool:
+    """Whether this path is used: simplejpeg importable and FACERUN_JPEG not 'pillow'."""
+    return _decoder() is not None
+
+
+def _decoder():
+    if os.environ.get("FACERUN_JPEG", "").strip().lower() == "pillow":
+        return None
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
+def header(data: bytes) -> tuple[int, int, int] | None:
+    """(width, height, EXIF orientation) of a JPEG as stored, or None where this path leaves the file to Pillow."""
+    decoder = _decoder()
+    if decoder is None or data[:3] != b"\xff\xd8\xff":
+        return None
+    orientation = exif_orientation(data)
+    if orientation is None:
+        return None
+    try:
+        height, width, colorspace, _ = decoder.decode_jpeg_header(data)
+    except ValueError:
+        return None
+    if colorspace not in DECODED_AS_PILLOW:
+        return None
+    return int(width), int(height), orientation
+
+
+def decode(data: bytes, width: int, height: int, scale: int = 1, channels: int = 4) -> np.ndarray | None:
+    """The stored pixels as h x w x 4 uint8 (R, G, B, unused; channels=3: R, G, B), scaled by 1/scale (1, 2, 4 or
+    8: the sizes Pillow's draft gives, ceil(width / scale) x ceil(height / scale)); None on any failure."""
+    decoder = _decoder()
+    if decoder is None:
+        return None
+    want_w, want_h = -(-width // scale), -(-height // scale)
+    try:
+        # simplejpeg picks the smallest of libjpeg's N/8 scalings that is at least this size: exactly 1/scale
+        pixels = decoder.decode_jpeg(data, "RGBX" if channels == 4 else "RGB", min_height=want_h, min_width=want_w,
+                                     min_factor=float(scale))
+    except (ValueError, MemoryError):
+        return None
+    if pixels.shape != (want_h, want_w, channels):
+        return None
+    return pixels
+
+
+# Pillow's ImageOps.exif_transpose, as array views: 2 mirrored, 3 turned half round, 4 flipped, 5 transposed,
+# 6 turned a quarter clockwise, 7 transversed, 8 turned a quarter counter-clockwise
+_UPRIGHT = {
+    2: lambda a: a[:, ::-1],
+    3: lambda a: a[::-1, ::-1],
+    4: lambda a: a[::-1],
+    5: lambda a: a.transpose(1, 0, 2),
+    6: lambda a: a.transpose(1, 0, 2)[:, ::-1],
+    7: lambda a: a.transpose(1, 0, 2)[::-1, ::-1],
+    8: lambda a: a.transpose(1, 0, 2)[::-1],
+}
+
+
+def upright(pixels: np.ndarray, orientation: int) -> np.ndarray:
+    """The pixels as a viewer shows them (a contiguous copy where the orientation turns or mirrors them)."""
+    turn = _UPRIGHT.get(orientation)
+    return pixels if turn is None else np.ascontiguousarray(turn(pixels))
+
+
+def turned(orientation: int) -> bool:
+    """Whether the orientation swaps width and height."""
+    return orientation in (5, 6, 7, 8)
+
+
+def exif_orientation(data: bytes) -> int | None:
+    """The orientation tag of the file's first EXIF block (the one Pillow reads), 1 where there is none, None where
+    the markers or the block are not what this reader understands (the caller leaves the file to Pillow)."""
+    at = 2
+    end = len(data)
+    while at + 4 <= end:
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
+            at += 2
+            continue
+        if marker in (0xDA, 0xD9):  # start of scan (or the end): no EXIF before it
+            return 1
+        (length,) = struct.unpack_from(">H", data, at + 2)
+        if length < 2 or at + 2 + length > end:
+            return None
+        if marker == 0xE1 and data[at + 4:at + 10] == b"Exif\x00\x00":
+            return _tiff_orientation(data[at + 10:at + 2 + length])
+        at += 2 + length
+    return None
+
+
+def _tiff_orientation(tiff: bytes) -> int | None:
+    if len(tiff) < 8:
+        return None
+    order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
+    if order is None or struct.unpack_from(order + "H", tiff, 2)[0] != 42:
+        return None
+    (ifd,) = struct.unpack_from(order + "I", tiff, 4)
+    if ifd + 2 > len(tiff):
+        return None
+    (count,) = struct.unpack_from(order + "H", tiff, ifd)
+    if ifd + 2 + 12 * count > len(tiff):
+        return None
+    for i in range(count):
+        tag, kind, n = struct.unpack_from(order + "HHI", tiff, ifd + 2 + 12 * i)
+        if tag == ORIENTATION:
+            if kind != 3 or n != 1:  # not one SHORT: leave its reading to Pillow
+                return None
+            return struct.unpack_from(order + "H", tiff, ifd + 2 + 12 * i + 8)[0]
+    return 1
