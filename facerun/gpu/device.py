@@ -13,8 +13,6 @@ Switches (read when the device is first needed):
   FACERUN_GPU_INJECT_FAILURE=submit|readback   tests: make the next submission (or read-back) fail
   FACERUN_GPU_CHECKED=1            compile every kernel with the shader compiler's bounds checks (the tests' build);
                                    by default kernels whose indexing the planner keeps in range are compiled trusted
-  FACERUN_GPU_SUBGROUPS=0          do not ask for the `subgroup` feature (the fully connected layers' sums then add up
-                                   in shared memory alone, as on a device without it)
 
 wgpu-py has no error scopes: errors of API calls arrive as exceptions (GPUValidationError, GPUOutOfMemoryError),
 and errors the device reports later (at submit, device lost) only through the "wgpu" logger. A logging handler
@@ -118,7 +116,6 @@ def _settings() -> tuple:
         os.environ.get("FACERUN_GPU_BACKEND", ""),
         os.environ.get("FACERUN_GPU_ADAPTER", ""),
         software_allowed(),
-        os.environ.get("FACERUN_GPU_SUBGROUPS", "").strip(),
     )
 
 
@@ -463,9 +460,7 @@ def _make_device(adapter, row: dict) -> Device:
 
     have = dict(adapter.limits)
     required = {k: have[k] for k in TAKE_LIMITS if k in have}
-    features = [f for f in ("shader-f16", "subgroup") if f in adapter.features]
-    if os.environ.get("FACERUN_GPU_SUBGROUPS", "").strip() == "0":
-        features = [f for f in features if f != "subgroup"]
+    features = ["shader-f16"] if "shader-f16" in adapter.features else []
     dev = adapter.request_device_sync(label="facerun", required_limits=required, required_features=features)
     lim = dict(dev.limits)
     limits = Limits(
@@ -473,7 +468,6 @@ def _make_device(adapter, row: dict) -> Device:
         max_binding=int(min(lim["max-storage-buffer-binding-size"], lim["max-buffer-size"])),
         max_invocations=int(lim["max-compute-invocations-per-workgroup"]),
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
-        subgroups="subgroup" in dev.features,
     )
     d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build(),
                has_f16="shader-f16" in dev.features)

@@ -272,9 +272,8 @@ def winograd_transforms(plan: WinogradPlan, affine: bool = False, half: bool = F
 
 
 @cache
-def gemv(rows: int, vec4: bool, subgroup: bool = False) -> Kernel:
-    subst = dict(ROWS=int(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b",
-                 SUBGROUP=bool(subgroup))
+def gemv(rows: int, vec4: bool) -> Kernel:
+    subst = dict(ROWS=int(rows), ELEM="vec4<f32>" if vec4 else "f32", DOT="dot(a, b)" if vec4 else "a * b")
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
@@ -294,7 +293,7 @@ def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: boo
 def gemm_kernel(plan: GemmPlan) -> Kernel:
     """The pipeline of a fully connected layer's plan."""
     if plan.kernel == "gemv":
-        return gemv(plan.rows_per_group, plan.vec4, plan.subgroup)
+        return gemv(plan.rows_per_group, plan.vec4)
     return conv_kernel(plan.conv)
 
 

@@ -32,7 +32,6 @@ class Limits:
     max_binding: int = 128 << 20  # bytes, min(max storage buffer binding size, max buffer size)
     max_invocations: int = 256
     max_workgroup_storage: int = 16384
-    subgroups: bool = False  # the device granted the `subgroup` feature (FACERUN_GPU_SUBGROUPS=0 does not ask)
 
 
 @dataclass(frozen=True)
@@ -428,7 +427,6 @@ class GemmPlan:
     conv: ConvPlan | None
     grid: tuple[int, int, int]
     workgroups: int = 0  # gemv: one per output feature and block of rows
-    subgroup: bool = False  # gemv: its sums added up within subgroups first (Limits.subgroups)
 
 
 GEMV_ROWS = 8  # rows of x per gemv workgroup: the weights are streamed once per 8 rows
@@ -442,7 +440,7 @@ def plan_gemm(m: int, k: int, n: int, limits: Limits = Limits()) -> GemmPlan:
     if m <= 32:
         rows = min(GEMV_ROWS, m)
         count = n * ceil_div(m, rows)
-        return GemmPlan("gemv", rows, k % 4 == 0, None, grid(count, limits), count, limits.subgroups)
+        return GemmPlan("gemv", rows, k % 4 == 0, None, grid(count, limits), count)
     conv = plan_conv(ConvShape(batch=m, cin=k, h=1, w=1, cout=n, oh=1, ow=1), limits)
     return GemmPlan("tiled", 0, False, conv, conv.grid)
 

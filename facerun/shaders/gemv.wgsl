@@ -1,8 +1,7 @@
 // A fully connected layer with few rows: out (M, N) = act(x (M, K) @ W (N, K)^T + bias). Each workgroup makes one
 // output feature for ROWS rows at once, so W (the large operand: 25088 x 512 in an IResNet head) is streamed from
 // memory once per ROWS rows; its threads stride over K (vec4 loads when K % 4 == 0) and add up in shared memory, in
-// a fixed order. A template (see conv_tiled.wgsl): the host fills in ROWS and the element type. SUBGROUP (a device
-// granting the `subgroup` feature): each subgroup adds up in registers first (subgroupAdd), one barrier in all.
+// a fixed order. A template (see conv_tiled.wgsl): the host fills in ROWS and the element type.
 
 const ROWS: u32 = ${ROWS}u;
 const THREADS: u32 = 128u;
@@ -26,13 +25,7 @@ struct Params {
 var<workgroup> sums: array<f32, ROWS * THREADS>;
 
 @compute @workgroup_size(THREADS)
-#if not SUBGROUP
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-#end
-#if SUBGROUP
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) lanes: u32) {
-#end
     let lin = wid.y * p.row + wid.x;
     if (lin >= p.count) {
         return;
@@ -51,7 +44,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         acc${r} += dot_elem(x[x${r} + k], wv);
 #end
     }
-#if not SUBGROUP
 #unroll r 0 ROWS
     sums[${r}u * THREADS + lid] = acc${r};
 #end
@@ -64,32 +56,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    let total = sums[lid * THREADS];
-#end
-#if SUBGROUP
-    // each subgroup adds its lanes up in registers and its first lane leaves the sum: one barrier instead of seven,
-    // then the first ROWS threads add the subgroups' sums in order
-#unroll r 0 ROWS
-    let part${r} = subgroupAdd(acc${r});
-#end
-    if (lane == 0u) {
-#unroll r 0 ROWS
-        sums[${r}u * THREADS + lid / lanes] = part${r};
-#end
-    }
-    workgroupBarrier();
-    var total = 0.0;
-    if (lid < ROWS) {
-        for (var s = 0u; s < THREADS / lanes; s++) {
-            total += sums[lid * THREADS + s];
-        }
-    }
-#end
     if (lid < ROWS) {
         let m = m0 + lid;
         if (m < p.m) {
             let at = m * p.n + feature;
-            out[at] = finish(total, feature, at);
+            out[at] = finish(sums[lid * THREADS], feature, at);
         }
     }
 }
