@@ -18,12 +18,19 @@ from facerun.face.yunet import fit_max_side, shrunk_size
 
 @pytest.fixture(autouse=True, params=["pillow", "turbo"])
 def jpeg_decoder(request, monkeypatch):
-    """Each test once with Pillow decoding the JPEGs and once with libjpeg-turbo's API (simplejpeg)."""
+    """Each test once with Pillow decoding the JPEGs and once with libjpeg-turbo's API (simplejpeg); the tests over
+    every shared photo once, with the decoder facerun picks (ONE_DECODER: test_turbo compares the two on them)."""
+    if request.param == "default":
+        monkeypatch.delenv("FACERUN_JPEG", raising=False)
+        return request.param
     if request.param == "turbo":
         pytest.importorskip("simplejpeg", reason="simplejpeg is not installed (pip install 'facerun[jpeg]')")
     monkeypatch.setenv("FACERUN_JPEG", request.param)
     assert turbo.available() == (request.param == "turbo")
     return request.param
+
+
+ONE_DECODER = pytest.mark.parametrize("jpeg_decoder", ["default"], indirect=True)
 
 
 def _fit(side):
@@ -38,6 +45,7 @@ def shared_photos():
     return paths
 
 
+@ONE_DECODER
 def test_every_shared_photo_decodes_to_load_images_pixels_and_shrinks_as_fit_max_side(shared_photos):
     shrunk_count = 0
     for path in shared_photos:
@@ -158,6 +166,7 @@ def _drafts(monkeypatch) -> list:
     return asked
 
 
+@ONE_DECODER
 def test_load_photo_shrunk_drafts_only_jpegs_twice_the_fitted_size(shared_photos, monkeypatch):
     """Every shared photo fitted to 1280 and to 640: a JPEG at least twice the fitted size on both sides decodes
     scaled down (to no less than that size) and gives pixels close to the full decode's shrink, at the photo's own
