@@ -199,3 +199,11 @@ def test_pillow_only_when_asked(tmp_path, monkeypatch):
     assert not turbo.available() and images._turbo(path) is None
     monkeypatch.setenv("FACERUN_JPEG", "")
     assert turbo.available() and images._turbo(path) is not None
+
+
+def test_without_simplejpeg_pillow_decodes(tmp_path, monkeypatch):
+    path = _save(tmp_path / "photo.jpg", _photo())
+    want = images.load_photo(path, _fit(400))
+    monkeypatch.setattr(turbo, "_simplejpeg", lambda: None)  # as where the jpeg extra is not installed
+    assert not turbo.available() and images._turbo(path) is None
+    _same(want, images.load_photo(path, _fit(400)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+from functools import cache
 
 import numpy as np
 
@@ -32,6 +33,11 @@ def available() -> bool:
 def _decoder():
     if os.environ.get("FACERUN_JPEG", "").strip().lower() == "pillow":
         return None
+    return _simplejpeg()
+
+
+@cache  # looked for once: a failed import searches the whole path again each time, on every photo
+def _simplejpeg():
     try:
         import simplejpeg
     except ImportError:
