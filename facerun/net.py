@@ -244,10 +244,18 @@ class Net:
                 return self._typed(prog, out)
         return self._typed(prog, cpu.run_program(prog, feeds))
 
-    def run_photo(self, rgb: np.ndarray, shape, blob_of) -> Outputs:
+    def run_photo(self, rgb: np.ndarray, shape, blob_of, bucket=None) -> Outputs:
         """The model on one photo (h x w x 3 uint8) at input `shape` (1 x 3 x H x W, H and W at least the photo's):
         on the GPU the photo goes up as its bytes and is laid out there (BGR, zero-padded: YuNet's blob);
-        elsewhere, or when the GPU does not take it, the model runs on `blob_of(rgb)`."""
+        elsewhere, or when the GPU does not take it, the model runs on `blob_of(rgb)`. bucket: the shape of a larger
+        program the GPU may run the photo in, masked to `shape` (checked.CheckedGpu.photo_masks): the outputs are
+        then cut to `shape`'s, the very ones of its own program."""
+        run_image = getattr(self.gpu, "run_image", None)
+        if bucket is not None and run_image is not None and tuple(bucket) != tuple(shape):
+            big = self.program(bucket)
+            out = run_image(big, rgb, blob_of, photo=tuple(shape[2:]))
+            if out is not None:
+                return self._typed(big, out)
         prog = self.program(shape)
         run_image = getattr(self.gpu, "run_image", None)
         if run_image is not None:

@@ -101,9 +101,12 @@ def test_the_detectors_one_check_covers_the_sizes_to_come(gpu):
     detector.detect(rgb[:200, :300])
     paid = counters.since(before)
     assert paid["gpu_checks"] == 1 and "gpu_variant_checks" not in paid
-    # the whole network small, then single layers of that small program (the variants the sizes to come need)
+    # the whole network small, the same program masked to a smaller photo against that photo's own program (photos
+    # run masked in programs of a larger bucket), then single layers of the small program (the variants the sizes
+    # to come need)
     assert ran_on_cpu[0][0] == (1, 3, CHECK_SIDE, CHECK_SIDE) and ran_on_cpu[0][1] > 50
-    assert all(steps == 1 for _, steps in ran_on_cpu[1:]) and paid.get("gpu_layer_checks", 0) == len(ran_on_cpu) - 1
+    assert ran_on_cpu[1] == ((1, 3, CHECK_SIDE - 32, CHECK_SIDE - 64), ran_on_cpu[0][1]) and checked.masks_agree
+    assert all(steps == 1 for _, steps in ran_on_cpu[2:]) and paid.get("gpu_layer_checks", 0) == len(ran_on_cpu) - 2
     assert paid["gpu_layer_checks"] > first.get("gpu_layer_checks", 0)
     for shape in detector.net.expected_shapes:  # up to max_side: nothing left to check when such a photo comes
         planned = {d.kernel.key for d in model.planned(detector.net.program(shape))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,10 @@ from .images import load_image
 # left at full size, where small faces need every pixel.
 DEFAULT_MAX_SIDE = 1280
 CHECK_SIDE = 128  # the GPU checks YuNet whole at most this size (ms on the CPU), its other variants layer by layer
+# On the GPU a photo runs in the program of its padded size rounded up to a multiple of this, masked to its own size
+# (exactly its own program's outputs: gpu/masking.py), so a library of many sizes meets few programs. A multiple of
+# yunet.PAD_DIVISOR; FACERUN_PHOTO_BUCKET sets it (32: a program per padded size, as before).
+PHOTO_BUCKET = 128
 
 
 RUNTIMES = ("facerun", "onnxruntime")
@@ -34,6 +39,7 @@ class Prepared:
     outputs: dict | None = None
     image: np.ndarray | None = None  # the (shrunk) photo, for the GPU to lay out (YuNet on the GPU)
     shape: tuple = ()  # the network input's shape
+    bucket: tuple | None = None  # the larger input the GPU may run it in, masked to `shape` (PHOTO_BUCKET)
 
 
 class Detector:
@@ -81,6 +87,15 @@ class Detector:
             side = -(-(self.max_side or DEFAULT_MAX_SIDE) // 32) * 32
             self.net.check_side = CHECK_SIDE
             self.net.expected_shapes = [(1, 3, s, s) for s in sorted({min(640, side), side})]
+        self.bucket = 0  # photos' padded sizes rounded up to this on the GPU (0: not)
+        gpu = getattr(self.net, "gpu", None)
+        crop = getattr(self.family, "crop", None)
+        if self._photos_on_gpu() and crop is not None and hasattr(gpu, "photo_masks"):
+            self.bucket = photo_bucket()
+            if self.bucket > yunet.PAD_DIVISOR:
+                gpu.photo_masks = (yunet.PAD_DIVISOR, crop, self.net.program)
+            else:
+                self.bucket = 0
 
     @property
     def device(self) -> str:
@@ -131,7 +146,8 @@ class Detector:
                 pixels, scale_x, scale_y = yunet.fit_max_side(pixels, self.max_side)
         if self._photos_on_gpu():  # the photo goes up as its bytes (three or four a pixel); the device makes the blob
             shape, frame = self.family.layout(pixels)
-            return Prepared(None, frame, scale_x, scale_y, image=pixels, shape=shape)
+            bucket = (1, 3, *yunet.bucket_size(shape[2], shape[3], self.bucket)) if self.bucket else None
+            return Prepared(None, frame, scale_x, scale_y, image=pixels, shape=shape, bucket=bucket)
         rgb = pixels[:, :, :3]  # YuNet's make_blob reads a view; the families that resize want it contiguous
         blob, frame = self.family.prepare(rgb if self.family.follows_image else np.ascontiguousarray(rgb))
         return Prepared(blob, frame, scale_x, scale_y, shape=tuple(blob.shape))
@@ -155,7 +171,8 @@ class Detector:
         if not hasattr(net, "program"):
             return
         try:
-            prog = net.program(prepared.shape)
+            masked = prepared.bucket is not None and getattr(net.gpu, "masks_agree", None) is not False
+            prog = net.program(prepared.bucket if masked else prepared.shape)
             gpu = net.gpu
             if gpu is not None and gpu.active and gpu.whole_checked:
                 gpu.model.compile(prog)
@@ -164,7 +181,7 @@ class Detector:
 
     def run_network(self, prepared: Prepared) -> Prepared:
         if prepared.image is not None:
-            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, yunet.make_blob)
+            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, yunet.make_blob, prepared.bucket)
         else:
             prepared.outputs = self.net.run(prepared.blob)
         return prepared
@@ -190,6 +207,20 @@ class Detector:
         """ModelError (one line) when this detector's faces have no five landmarks to align with."""
         if not self.family.five_points:
             raise ModelError(self.family.no_five_points_reason())
+
+
+def photo_bucket() -> int:
+    """PHOTO_BUCKET, or FACERUN_PHOTO_BUCKET (a positive multiple of 32) when set."""
+    text = os.environ.get("FACERUN_PHOTO_BUCKET", "").strip()
+    if not text:
+        return PHOTO_BUCKET
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0 or value % yunet.PAD_DIVISOR:
+        raise InputError(f"FACERUN_PHOTO_BUCKET must be a positive multiple of {yunet.PAD_DIVISOR}, not '{text}'")
+    return value
 
 
 def _checked_rgb(image) -> np.ndarray:

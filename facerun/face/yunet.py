@@ -57,6 +57,24 @@ def padded_size(height: int, width: int) -> tuple[int, int]:
     return (-(-height // PAD_DIVISOR) * PAD_DIVISOR, -(-width // PAD_DIVISOR) * PAD_DIVISOR)
 
 
+def bucket_size(pad_h: int, pad_w: int, step: int) -> tuple[int, int]:
+    """The input a padded size shares its program with on the GPU: each side rounded up to a multiple of `step`."""
+    return -(-pad_h // step) * step, -(-pad_w // step) * step
+
+
+def crop_2023(outputs: dict, input_hw: tuple[int, int], photo_hw: tuple[int, int]) -> dict:
+    """The 2023mar heads of a run on a larger input cut to a photo's (padded) size: each head's rows and columns of
+    the photo's region, row-major as its own run gives them."""
+    (h, w), (ph, pw) = input_hw, photo_hw
+    out = {}
+    for name, array in outputs.items():
+        stride = int(name.rsplit("_", 1)[1])
+        a = np.asarray(array)
+        grid = a.reshape(h // stride, w // stride, a.shape[-1])
+        out[name] = np.ascontiguousarray(grid[: ph // stride, : pw // stride]).reshape(1, -1, a.shape[-1])
+    return out
+
+
 def make_blob(rgb: np.ndarray) -> np.ndarray:
     """HxWx3 uint8 RGB -> 1x3xHpxWp float32 BGR, raw 0..255, zero-padded at the bottom and right (HxWx4: the
     fourth byte, unused, is left out).
@@ -262,6 +280,12 @@ class YuNet(Family):
     def matches(cls, graph) -> bool:
         names = set(graph.output_names)
         return set(OUTPUTS_2023) <= names or set(OUTPUTS_2022) <= names
+
+    @property
+    def crop(self):
+        """crop(outputs, input_hw, photo_hw): a larger input's outputs cut to a photo's, or None (2022mar's priors
+        run over the whole input: its programs are one per size)."""
+        return crop_2023 if self.generation == "2023mar" else None
 
     def layout(self, rgb) -> tuple[tuple[int, int, int, int], Frame]:
         """The network input's shape for `rgb` (padded to multiples of 32) and its Frame, without the blob."""

@@ -30,7 +30,7 @@ class Arena:
         self.uniform = None
         self.staging = None
         self.generation = 0  # bumped when a buffer is replaced: bind groups and recorded commands made before are stale
-        self.owner = None  # the program whose parameters the uniform buffer holds
+        self.owner = None  # what the uniform buffer's parameters are: a program, or (program, photo size) when masked
         self.image_generation = 0  # bumped when the photo-bytes buffer (image_buffers) is replaced
         self._groups: dict[tuple, object] = {}
 
@@ -111,8 +111,11 @@ class Arena:
             counters.bump("gpu_bind_groups_created")
         return group
 
-    def load_params(self, program, blob: bytes) -> None:
-        """Put `program`'s parameters in the uniform buffer unless they are there already (call with `lock` held)."""
-        if self.owner is not program:
+    def load_params(self, owner, blob: bytes) -> None:
+        """Put the parameters `blob` of `owner` (a program, or a program and a photo size) in the uniform buffer
+        unless they are there already (call with `lock` held)."""
+        same = self.owner is owner if not isinstance(owner, tuple) else (
+            isinstance(self.owner, tuple) and self.owner[0] is owner[0] and self.owner[1] == owner[1])
+        if not same:
             self.dev.queue.write_buffer(self.uniform, 0, blob)
-            self.owner = program
+            self.owner = owner

@@ -81,6 +81,12 @@ class CheckedGpu:
         self.program_reasons: dict[int, str] = {}
         self.whole_checked = False  # the whole network agreed once (on the first program run)
         self.image_layout: bool | None = None  # run_image agreed with the CPU's blob (None: not tried yet)
+        # Photos run in a larger program, masked to their size (run_image's photo): (align, crop, program_of) set by
+        # the model's user (a YuNet detector) before the first run, so the check covers it; None: not asked for.
+        # align: photo sizes are multiples of it; crop(outputs, input_hw, photo_hw) cuts a larger input's outputs
+        # to a photo's; program_of(shape) is the model's program for a shape
+        self.photo_masks: tuple | None = None
+        self.masks_agree: bool | None = None  # the masked run agreed with the CPU in the model's check
         self.verified: set[str] = set()  # kernel variants that agreed with the CPU
         self._ahead: list[P.Program] = []  # expected programs whose variants the check left for the second run
         self._lock = threading.Lock()
@@ -156,6 +162,8 @@ class CheckedGpu:
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
         self.verified |= gp.kernel_keys
+        if self.photo_masks is not None:
+            self.masks_agree = self._check_masks(whole)
         self.whole_checked = True
         self.checked_program = whole
         with counters.timed("gpu_checks_layers"):
@@ -163,6 +171,30 @@ class CheckedGpu:
         # the variants of the programs to come are checked before the next run, not this one: the first photo's
         # answer does not wait for them (its post-processing overlaps them)
         self._ahead = ahead
+
+    def _check_masks(self, prog: P.Program) -> bool:
+        """Part of the model's check when photos are to run masked in larger programs: `prog` (the checked program)
+        run masked to a smaller photo against the CPU on that photo's own program. False (with a warning) when the
+        program cannot be masked or disagrees: photos then run in programs of their own size."""
+        align, crop, program_of = self.photo_masks
+        _, _, h, w = prog.input_shape
+        photo = (h - align, w - 2 * align) if w > 2 * align else (h - align, w)
+        gp = self.model.compile(prog)
+        why = gp.mask_reason(align) if min(photo) > 0 else f"its {h}x{w} input has no smaller photo size"
+        if why is None:
+            own = program_of((1, 3) + photo)
+            inputs = test_inputs(own)
+            with counters.timed("gpu_checks_cpu"):
+                want = self.cpu_run(own, inputs)
+            (name, x), = inputs.items()
+            padded = np.zeros(prog.input_shape, np.float32)
+            padded[:, :, : photo[0], : photo[1]] = x
+            got = crop(gp.run({name: padded}, photo=photo, align=align), (h, w), photo)
+            why = disagreement(want, got, self.tolerance)
+        if why is not None:
+            log.warning("photos run in programs of their own size: masked to a smaller photo, %s", why)
+            return False
+        return True
 
     def _check_ahead(self) -> None:
         """The part of the model's check left for after its first run: the expected programs' kernel variants."""
@@ -280,24 +312,35 @@ class CheckedGpu:
             feeds = {prog.inputs[0][0]: feeds}
         return self._guarded(prog, lambda: self.model.run(prog, feeds))
 
-    def run_image(self, prog: P.Program, rgb: np.ndarray, blob_of) -> dict[str, np.ndarray] | None:
+    def run_image(self, prog: P.Program, rgb: np.ndarray, blob_of, photo: tuple[int, int] | None = None
+                  ) -> dict[str, np.ndarray] | None:
         """`prog` on a photo laid out on the device (GpuProgram.run_image, BGR), or None: run it on the CPU. The first
         photo is also run from `blob_of(rgb)`, the CPU's layout: the two must give the very same outputs, or the
-        GPU's layout of photos is not used (the blob path goes on)."""
+        GPU's layout of photos is not used (the blob path goes on). photo: the photo's padded (rows, columns) when
+        `prog` is larger (`photo_masks`): the outputs come back cut to that size, those of the photo's own program;
+        None also when the masked run is not to be used (then run the photo's own program)."""
         if self.image_layout is False:
             return None
+        if photo is not None and (self.photo_masks is None or self.masks_agree is False):
+            return None
+        align, crop = (self.photo_masks[0], self.photo_masks[1]) if photo is not None else (32, None)
 
         def work():
             gp = self.model.compile(prog)
-            got = gp.run_image(rgb, bgr=True)
+            if photo is not None and (not self.masks_agree or gp.mask_reason(align) is not None):
+                return None
+            got = gp.run_image(rgb, bgr=True, photo=photo, align=align)
             if self.image_layout is None:
-                want = gp.run({prog.inputs[0][0]: blob_of(rgb)})
+                blob = blob_of(rgb)
+                if photo is not None:
+                    blob = np.pad(blob, [(0, a - b) for a, b in zip(prog.input_shape, blob.shape)])
+                want = gp.run({prog.inputs[0][0]: blob}, photo=photo, align=align)
                 same = all(np.array_equal(got[k], want[k]) for k in want)
                 self.image_layout = same
                 if not same:
                     log.warning("the GPU's layout of photos differs from the CPU's; photos go up as blobs")
-                    return want
-            return got
+                    got = want
+            return got if photo is None else crop(got, tuple(prog.input_shape[2:]), tuple(photo))
 
         return self._guarded(prog, work)
 

@@ -57,7 +57,9 @@ def constants() -> str:
 
 # Params fields several kernels share, by group (the epilogue's flags come before the activation's fields).
 FIELDS = {"activation": ("act: u32", "lo: f32", "hi: f32", "alpha: f32", "slope_at: u32")}
-FIELDS["epilogue"] = ("has_bias: u32", "has_res: u32", *FIELDS["activation"])
+# the mask: valid rows and columns of the output (0: no mask), set per run; the output's layout, set by the lowering
+FIELDS["epilogue"] = ("has_bias: u32", "has_res: u32", *FIELDS["activation"], "vh: u32", "vw: u32", "mask_p: u32",
+                      "mask_ohw: u32", "mask_ow: u32")
 
 
 def _bindings(arg: str) -> list[str]:

@@ -57,6 +57,7 @@ class Dispatch:
     groups: tuple[int, int]
     node: str = ""
     plan: ConvPlan | GemmPlan | None = None  # convolutions and fully connected layers: the plan it runs
+    mask: tuple[int, int] | None = None  # a convolution's output writer: (rows, columns) its mask fields cover
 
 
 @dataclass
@@ -273,10 +274,17 @@ class _Lowering:
             return self._const(role, make())
         return self._derived(role, sources, extra, lambda: np.asarray(make()))
 
-    def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None) -> None:
+    def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None, mask=None) -> None:
+        """mask: (oh, ow, position stride) of a convolution's output that this dispatch writes through `finish`: its
+        mask fields describe that layout, so a run may mask the output past a photo's rows and columns."""
+        if mask is not None:
+            oh, ow, stride = mask
+            values = dict(values, mask_p=stride, mask_ohw=oh * ow, mask_ow=ow)
+            mask = (oh, ow)
         params = kernel.layout.pack_dict(values)
         reads = list(reads) + [None] * (len(K.READ_BINDINGS) - len(reads))
-        self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan))
+        self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan,
+                                            mask))
         kernels = self.out.kernels
         kernels[kernel.stem] = kernels.get(kernel.stem, 0) + 1
 
@@ -514,19 +522,20 @@ class _Lowering:
                                                         g.mpad).astype(stored))
         gemm = ConvShape(batch=1, cin=e * s.cin, h=1, w=t, cout=e * cout, oh=1, ow=t, groups=e)
         self._conv_dispatch(gemm, g, None, None, None, ("slot", planes), None, ("slot", products), wbuf=wbuf,
-                            owner=plan, half=half, half_out=half_products)
+                            owner=plan, half=half, half_out=half_products, final=False)
         self.slots.give(planes)
         gx, gy, row = plan.output_grid
         self._add(back, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
-                  out, (gx, gy), plan)
+                  out, (gx, gy), plan, mask=(s.oh, s.ow, cout if nhwc else 1))
         self.slots.give(products)
 
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
                        nhwc: bool = False, source=None, wbuf=None, owner=None, half: bool = False,
-                       half_out: bool = False) -> None:
+                       half_out: bool = False, final: bool = True) -> None:
         """`source`: the array `weight` is a view of (the identity its derived buffers are kept by). `wbuf`: the
         packed weights when the caller made them (Winograd's products); `owner`: the plan the dispatches carry when
-        this convolution is part of another's (Winograd's), which then also names it in `conv_plans`."""
+        this convolution is part of another's (Winograd's), which then also names it in `conv_plans`. final: `out`
+        is a convolution's output (not Winograd's products), which a run may mask."""
         source = weight if source is None else source
         owner = owner or plan
         cout, oh, ow = s.cout, s.oh, s.ow
@@ -543,11 +552,12 @@ class _Lowering:
         common = _epilogue_fields(act, bias, res_ref, cout)
         common.update(cin=s.cin, cg=s.cin // s.groups, cout=cout, h=s.h, w=s.w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh,
                       dw=dw, pt=s.pads[0], pl=s.pads[1], total=total, row=plan.grid[2], m=cout // s.groups, ow=ow)
+        mask = (oh, ow, layout["out_p"]) if final else None
         if plan.tile is None:  # direct or depthwise: the weights as the model has them
             p = common
             p.update(layout, oh=oh, splits=1, quads=plan.threads if plan.kernel == "depthwise" else 0)
             reads = [x_ref, self._const_of("conv weights", (source,), (), lambda: weight), epi_buf, res_ref]
-            self._add(kernel, p, reads, out, plan.grid[:2], plan)
+            self._add(kernel, p, reads, out, plan.grid[:2], plan, mask)
             return
         if wbuf is None:
             wbuf = self._const_of("packed conv weights", (source,), (s.groups, plan.kpad, plan.mpad),
@@ -560,7 +570,7 @@ class _Lowering:
                                                           lambda: im2col_taps(s))
         if not plan.partial:
             p.update(layout)
-            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner)
+            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner, mask)
             return
         # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
         scratch = self.slots.take(plan.splits * total * 4)
@@ -569,7 +579,7 @@ class _Lowering:
         rx, ry, rrow = plan.reduce_grid
         rp = dict(common, row=rrow, oh=oh, splits=plan.splits, quads=0)
         rp.update(layout)
-        self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), owner)
+        self._add(K.SPLIT_REDUCE, rp, [("slot", scratch), None, epi_buf, res_ref], out, (rx, ry), owner, mask)
         self.slots.give(scratch)
 
 
@@ -581,7 +591,8 @@ def _scale_shift(norm: P.Affine) -> list[np.ndarray]:
 def _epilogue_fields(act, bias, res_ref, cout: int) -> dict:
     """The Params fields of a convolution's epilogue (epilogue.wgsl `finish`): its flags and activation."""
     p = K.act_params(act, cout, cout if act is not None and act.kind == "prelu" else 0)
-    p.update(has_bias=int(bias is not None), has_res=int(res_ref is not None))
+    p.update(has_bias=int(bias is not None), has_res=int(res_ref is not None), vh=0, vw=0, mask_p=0, mask_ohw=0,
+             mask_ow=0)
     return p
 
 

@@ -10,6 +10,7 @@ command buffer is recorded while the GPU works on this one. Any device error on 
 
 from __future__ import annotations
 
+import struct
 import time
 
 import numpy as np
@@ -18,7 +19,7 @@ from .. import program as P
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
-from . import pace, readback
+from . import masking, pace, readback
 from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
@@ -58,6 +59,10 @@ class _RawCalls:
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
 
 
+def _field_index(kernel: K.Kernel, name: str) -> int:
+    return kernel.layout.names.index(name)
+
+
 def _raw_pass_calls() -> _RawCalls | None:
     """The raw calls, or None if this wgpu build lacks them."""
     try:
@@ -90,6 +95,11 @@ class GpuProgram:
         # every dispatch's parameters at its UNIFORM_SLOT offset, zero filled
         slot = K.UNIFORM_SLOT
         self.params = b"".join(d.params.ljust(slot, b"\0") for d in self.dispatches) if self.dispatches else bytes(slot)
+        # the convolutions' output writers: where their mask sizes go in `params`, and the size of what they write
+        self._masks = [(i * slot + d.kernel.layout.fields[_field_index(d.kernel, "vh")].offset, d.mask)
+                       for i, d in enumerate(self.dispatches) if d.mask is not None]
+        self._masked_params: dict[tuple[int, int], bytes] = {}
+        self._maskable: dict[int, str | None] = {}
         self.pipes = self.dev.pipelines([d.kernel for d in self.dispatches])
         self.raw = _raw_pass_calls()
         # dispatches reading weights uploaded per run (past the residency budget) get their bind groups per run
@@ -116,11 +126,56 @@ class GpuProgram:
         self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
                         if self.raw else [])
 
-    def _current(self) -> None:
-        """Before a run (lock held): rebind when the arena grew since, and load this program's parameters."""
+    def _current(self, photo: tuple[int, int] | None = None) -> None:
+        """Before a run (lock held): rebind when the arena grew since, and load this program's parameters (masked to
+        a `photo` of fewer rows and columns than the input, `mask_reason`)."""
         if self._generation != self.arena.generation:
             self._bind()
-        self.arena.load_params(self, self.params)
+        if photo is None or photo == self.input_hw:
+            self.arena.load_params(self, self.params)
+        else:
+            self.arena.load_params((self, photo), self._params_for(photo))
+
+    # ---- photos smaller than the input (masking.py)
+    @property
+    def input_hw(self) -> tuple[int, int] | None:
+        shape = self.prog.input_shape
+        return tuple(shape[2:]) if len(shape) == 4 else None
+
+    def mask_reason(self, align: int) -> str | None:
+        """None when this program runs a photo of a multiple of `align` rows and columns up to its input's exactly
+        (masking.maskable); else why not."""
+        if align not in self._maskable:
+            self._maskable[align] = masking.maskable(self.prog, align)
+        return self._maskable[align]
+
+    def _params_for(self, photo: tuple[int, int]) -> bytes:
+        """The parameters with every convolution output masked to a photo of `photo` (rows, columns)."""
+        blob = self._masked_params.get(photo)
+        if blob is None:
+            buf = bytearray(self.params)
+            sizes = masking.mask_sizes([m for _, m in self._masks], self.input_hw, photo)
+            for (at, _), (vh, vw) in zip(self._masks, sizes):
+                struct.pack_into("<II", buf, at, max(vh, 1), max(vw, 1))
+            blob = self._masked_params[photo] = bytes(buf)
+            if len(self._masked_params) > 64:  # a bucket takes few photo sizes; bound it all the same
+                self._masked_params.pop(next(iter(self._masked_params)))
+        return blob
+
+    def _photo(self, photo, align: int) -> tuple[int, int] | None:
+        """A run's photo size, checked: a multiple of `align` within the input, on a program that masks exactly."""
+        if photo is None:
+            return None
+        photo = (int(photo[0]), int(photo[1]))
+        hw = self.input_hw
+        if hw is None or not (0 < photo[0] <= hw[0] and 0 < photo[1] <= hw[1]) or photo[0] % align or photo[1] % align:
+            raise GpuError(f"a {photo[0]}x{photo[1]} photo does not fit a program of input {hw} in steps of {align}")
+        if photo == hw:
+            return None
+        why = self.mask_reason(align)
+        if why is not None:
+            raise GpuError(f"this program cannot run a smaller photo exactly: {why}")
+        return photo
 
     @property
     def buffers(self) -> list:
@@ -254,11 +309,16 @@ class GpuProgram:
         return out
 
     # ---- running
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: dict[str, np.ndarray], photo: tuple[int, int] | None = None,
+            align: int = 32) -> dict[str, np.ndarray]:
+        """The program on `inputs`. photo: (rows, columns) of the input's top-left that hold a photo (a multiple of
+        `align`), the rest zero: every layer is then masked to it, so the outputs on its region are those of the
+        photo's own program."""
         arrays = self._arrays(inputs)
+        photo = self._photo(photo, align)
 
         def prepare():
-            self._current()
+            self._current(photo)
             for (_, slot, _), a in zip(self.inputs, arrays):
                 self.dev.queue.write_buffer(self.buffers[slot], 0, a)
             commands, self._ready = self._ready, None
@@ -274,12 +334,13 @@ class GpuProgram:
             flat = self._submit("the program", prepare, record_next)
         return self._unpack(flat)
 
-    def run_image(self, rgb: np.ndarray, bgr: bool = True) -> dict[str, np.ndarray]:
+    def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
+                  align: int = 32) -> dict[str, np.ndarray]:
         """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
         R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
         device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
         right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
-        programs of one 1 x 3 x H x W input."""
+        programs of one 1 x 3 x H x W input. photo, align: as in `run` (the photo's padded size; `rgb` within it)."""
         (_, slot, v), = self.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
             raise GpuError(f"run_image takes a program of a 1x3xHxW input, not {list(v.shape)}")
@@ -289,6 +350,9 @@ class GpuProgram:
             raise GpuError(f"run_image takes an image of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)} "
                            f"{rgb.dtype}")
         h, w, pixel = rgb.shape
+        photo = self._photo(photo, align)
+        if photo is not None and (h > photo[0] or w > photo[1]):
+            raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
         data = np.ascontiguousarray(rgb).reshape(-1)
         whole = data.size - data.size % 4
         kernel = K.IMAGE
@@ -296,7 +360,7 @@ class GpuProgram:
         params = kernel.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
 
         def prepare():
-            self._current()
+            self._current(photo)
             image, uniform = self.arena.image_buffers(-(-data.size // 4) * 4)
             queue = self.dev.queue
             if whole:
