@@ -171,3 +171,13 @@ def test_processes_ceiling_times_each_run_and_finds_the_same_faces(models_dir, d
     assert [line.split(" processes")[0] for line in lines] == ["1", "2"]
     faces = {line.split(" faces:")[0].rsplit(", ", 1)[1] for line in lines}
     assert len(faces) == 1 and int(faces.pop()) >= 4  # the same faces whatever the split
+
+
+def test_masked_photos_prints_exact_masked_runs(gpu):
+    done = run_example("masked_photos.py", "--cases", "2")
+    lines = [line for line in done.stdout.splitlines() if "program" in line]
+    assert len(lines) == 2
+    for line in lines:
+        masked = float(line.split("masked ")[1].split(",")[0])
+        unmasked = float(line.split("unmasked ")[1])
+        assert masked <= 1e-4 < unmasked, line
