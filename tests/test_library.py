@@ -339,12 +339,14 @@ def test_the_first_photo_runs_with_only_a_few_photos_decoding_beside_it(tmp_path
 def test_bench_photos_gives_every_field_per_path(tmp_path):
     paths = small_photos(tmp_path / "small")
     result = CliRunner().invoke(cli, ["--allow-software", "bench", "--photos", str(tmp_path / "small"), "--paths",
-                                      "cpu,cpu-serial,gpu,opencv", "--embed", str(MOBILEFACENET), "--batch", "4",
+                                      "cpu,cpu-serial,gpu,opencv,opencv-threads", "--embed", str(MOBILEFACENET),
+                                      "--batch", "4",
                                       "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     rows = {r["path"]: r for r in report["rows"]}
-    assert list(rows) == ["cpu", "cpu+embed", "cpu-serial", "cpu-serial+embed", "gpu", "gpu+embed", "opencv"]
+    assert list(rows) == ["cpu", "cpu+embed", "cpu-serial", "cpu-serial+embed", "gpu", "gpu+embed", "opencv",
+                          "opencv-threads"]
     assert report["photos"] == len(paths)
     fields = {"photos", "faces", "distinct_sizes", "photos_per_s", "faces_per_s", "first_photo_ms", "gpu_checks",
               "programs_compiled", "seconds", "agree_with_cpu", "bottleneck"}
@@ -368,6 +370,10 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
         assert "OpenCV" in opencv["skipped"]
     else:
         assert opencv["photos"] == len(paths) and opencv["agree_with_cpu"]["faces"] == rows["cpu"]["faces"]
+        # a photo per thread, each thread its own detector: the same faces as one after another
+        threads = rows["opencv-threads"]
+        assert threads["workers"] >= 2 and threads["photos"] == len(paths) and threads["faces"] == opencv["faces"]
+        assert threads["agree_with_cpu"] == opencv["agree_with_cpu"] and "threads" in threads["bottleneck"]
 
 
 def test_bench_photos_refuses_an_empty_folder(tmp_path):

@@ -4,7 +4,8 @@ With an embedder, each facerun path gives two rows: detection alone (`cpu`) and 
 Paths: `cpu` and `gpu` (the pipelined library run, facerun.face.library), `cpu-serial` and `gpu-serial` (the same
 work one photo after another: the loop facerun ran before the pipeline), `cpu-processes` and `gpu-processes` (the
 library run over --processes processes, facerun.face.processes, their start-up inside the row's clock), `opencv`
-(cv2.FaceDetectorYN on the same decoded, equally shrunk photos). Every facerun row counts the one-off work its run
+(cv2.FaceDetectorYN on the same decoded, equally shrunk photos) and `opencv-threads` (the same, a photo per thread
+over the machine's cores, or --workers threads). Every facerun row counts the one-off work its run
 paid for (facerun.counters) and says how its faces compare with the cpu row's.
 """
 
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +25,8 @@ import numpy as np
 from .. import counters
 from ..errors import FacerunError, InputError
 
-PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "cpu-processes", "gpu-processes", "opencv")
+PHOTO_PATHS = ("cpu", "gpu", "cpu-serial", "gpu-serial", "cpu-processes", "gpu-processes", "opencv",
+               "opencv-threads")
 DEFAULT_PHOTO_PATHS = ("cpu", "gpu", "opencv")
 STAGE_COLUMNS = ("decode", "compile", "detect", "post", "align", "embed", "total")
 IOU_MIN = 0.95
@@ -70,13 +75,15 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
     photos = iter_images([folder])
     if not folder.is_dir() or not photos:
         raise InputError(f"--photos {folder}: no photos found (a folder of .jpg .jpeg .png .webp .bmp files)")
+    # OpenCV's threads row takes the whole machine, as a user running it alone would, unless --workers says
+    opencv_threads = max(2, os.cpu_count() or 2) if workers is None else max(2, workers)
     workers = default_workers() if workers is None else workers
     rows: list[PhotoRow] = []
     for path in paths:
         if on_row is not None:
             on_row(path)
-        if path == "opencv":
-            rows.append(opencv_row(photos, detector_model))
+        if path in ("opencv", "opencv-threads"):
+            rows.append(opencv_row(photos, detector_model, opencv_threads if path == "opencv-threads" else 1))
             continue
         row_of = processes_row if path.endswith("-processes") else facerun_row
         rows.append(row_of(path, photos, detector_model, None, batch, workers if row_of is facerun_row else processes))
@@ -230,11 +237,12 @@ def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: 
     return "bound by " + ranked[0][0] + "; busy: " + ", ".join(f"{name} {s / wall:.0%}" for name, s in ranked)
 
 
-def opencv_row(photos: list, detector_model) -> PhotoRow:
+def opencv_row(photos: list, detector_model, threads: int = 1) -> PhotoRow:
     """cv2.FaceDetectorYN over the same decoded photos, shrunk the same way (images.load_photo_shrunk, as facerun's
-    detect-only library run decodes them: large JPEGs scaled down in the decoder), one photo after another with
-    OpenCV's own threads inside, with the detector's default thresholds."""
-    row = PhotoRow("opencv")
+    detect-only library run decodes them: large JPEGs scaled down in the decoder), with the detector's default
+    thresholds: one photo after another with OpenCV's own threads inside (`opencv`), or `threads` photos at once,
+    each thread decoding and detecting with a FaceDetectorYN of its own (`opencv-threads`)."""
+    row = PhotoRow("opencv" if threads <= 1 else "opencv-threads", workers=threads if threads > 1 else 0)
     try:
         import cv2
     except ImportError:
@@ -249,48 +257,71 @@ def opencv_row(photos: list, detector_model) -> PhotoRow:
     if not isinstance(family_of(model), yunet.YuNet):
         row.skipped = f"cv2.FaceDetectorYN runs YuNet models; {model.name} is another family"
         return row
+
+    def create():
+        return cv2.FaceDetectorYN.create(str(model), "", (320, 320), 0.6, 0.3, 5000)
+
     try:
-        yn = cv2.FaceDetectorYN.create(str(model), "", (320, 320), 0.6, 0.3, 5000)
+        create()
     except cv2.error as e:
         row.skipped = f"OpenCV cannot load {model.name}: {str(e).strip().splitlines()[-1]}"
         return row
-    row.device = f"cpu (OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads)"
+    row.device = f"cpu (OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads" + (
+        f", {threads} photos at once)" if threads > 1 else ")")
+    local = threading.local()
 
     def fit(width: int, height: int):
         return yunet.shrunk_size(width, height, DEFAULT_MAX_SIDE)
 
-    seconds = dict.fromkeys(STAGE_COLUMNS, 0.0)
-    sizes = set()
-    start = time.perf_counter()
-    for path in photos:
+    def one(path):
+        """(faces, decode s, detect s, padded size) of one photo, on this thread's own detector."""
+        yn = getattr(local, "yn", None)
+        if yn is None:
+            yn = local.yn = create()
         t0 = time.perf_counter()
         try:
             small, (width, height) = load_photo_shrunk(path, fit)
         except FacerunError:
-            row.faces_by_photo.append([])
-            continue
+            return [], time.perf_counter() - t0, 0.0, None
         sx, sy = small.shape[1] / width, small.shape[0] / height
         bgr = np.ascontiguousarray(small[:, :, 2::-1])
         t1 = time.perf_counter()
         yn.setInputSize((bgr.shape[1], bgr.shape[0]))
         _, found = yn.detect(bgr)
         t2 = time.perf_counter()
-        seconds["decode"] += t1 - t0
-        seconds["detect"] += t2 - t1
-        sizes.add(yunet.padded_size(*bgr.shape[:2]))
         faces = []
         for r in (found if found is not None else []):
             box = (r[0] / sx, r[1] / sy, r[2] / sx, r[3] / sy)
             faces.append((float(r[14]), tuple(float(v) for v in box)))
-        row.faces_by_photo.append(faces)
-        if row.first_photo_ms is None:
-            row.first_photo_ms = (time.perf_counter() - start) * 1000.0
+        return faces, t1 - t0, t2 - t1, yunet.padded_size(*bgr.shape[:2])
+
+    seconds = dict.fromkeys(STAGE_COLUMNS, 0.0)
+    sizes = set()
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="facerun-opencv") if threads > 1 else None
+    start = time.perf_counter()
+    try:
+        for faces, decode_s, detect_s, size in (pool.map(one, photos) if pool is not None else map(one, photos)):
+            seconds["decode"] += decode_s
+            seconds["detect"] += detect_s
+            if size is not None:
+                sizes.add(size)
+            row.faces_by_photo.append(faces)
+            if row.first_photo_ms is None:
+                row.first_photo_ms = (time.perf_counter() - start) * 1000.0
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     wall = max(time.perf_counter() - start, 1e-9)
     row.photos, row.faces = len(photos), sum(len(f) for f in row.faces_by_photo)
     row.distinct_sizes = len(sizes)
     row.photos_per_s, row.faces_per_s = row.photos / wall, row.faces / wall
     row.seconds = {k: round(v, 4) for k, v in seconds.items()} | {"total": round(wall, 4)}
-    row.bottleneck = bottleneck(seconds, wall, 1, True)
+    if pool is None:
+        row.bottleneck = bottleneck(seconds, wall, 1, True)
+    else:
+        share = {k: seconds[k] / wall / threads for k in ("decode", "detect")}
+        row.bottleneck = (f"{threads} threads, each decoding and detecting: busy {sum(share.values()):.0%} of their "
+                          f"time (decode {share['decode']:.0%}, detect {share['detect']:.0%})")
     return row
 
 

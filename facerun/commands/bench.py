@@ -67,7 +67,8 @@ def _print_table(table: Table) -> None:
 @click.option("--photos", "photos_dir", type=click.Path(path_type=Path), metavar="DIR",
               help="The library benchmark instead: detect (and with --embed, embed) every photo of DIR on each of "
                    "--paths (default cpu,gpu,opencv; also cpu-serial, gpu-serial: one photo after another; "
-                   "cpu-processes, gpu-processes: over --processes processes, their start-up timed in).")
+                   "cpu-processes, gpu-processes: over --processes processes, their start-up timed in; "
+                   "opencv-threads: OpenCV a photo per thread over the cores, or --workers threads).")
 @click.option("--model", "photo_model", default=None, metavar="DET",
               help="With --photos: the YuNet detector (default yunet-2023mar).")
 @click.option("--embed", "embed_model", default=None, metavar="MODEL",
