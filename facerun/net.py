@@ -257,7 +257,6 @@ class Net:
             if out is not None:
                 return self._typed(big, out)
         prog = self.program(shape)
-        run_image = getattr(self.gpu, "run_image", None)
         if run_image is not None:
             out = run_image(prog, rgb, blob_of)
             if out is not None:

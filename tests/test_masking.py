@@ -60,6 +60,10 @@ def test_a_relu_keeps_zeros_and_a_constant_added_does_not():
     shifted = _two_convs(lambda b, y: b.step(P.Binary, (1, 4, 64, 64), a=y, b=b.const("c", np.ones((1, 4, 1, 1))),
                                              kind="add"))
     assert "not zero past the photo" in maskable(shifted, 32)
+    # a constant image (a grid of the input's size) would be another in the photo's own program
+    grid = _two_convs(lambda b, y: b.step(P.Binary, (1, 4, 64, 64), a=y, b=b.const("g", np.ones((1, 4, 64, 64))),
+                                          kind="mul"))
+    assert "rows and columns of its own" in maskable(grid, 32)
     # a batch norm left unfused shifts the zeros too
     norm = _two_convs(lambda b, y: b.step(P.Affine, (1, 4, 64, 64), x=y, scale=np.ones(4, np.float32),
                                           shift=np.ones(4, np.float32)))

@@ -261,14 +261,14 @@ def opencv_row(photos: list, detector_model, threads: int = 1) -> PhotoRow:
     def create():
         return cv2.FaceDetectorYN.create(str(model), "", (320, 320), 0.6, 0.3, 5000)
 
+    local = threading.local()  # each thread's own detector; this one's made here, before the clock starts
     try:
-        create()
+        local.yn = create()
     except cv2.error as e:
         row.skipped = f"OpenCV cannot load {model.name}: {str(e).strip().splitlines()[-1]}"
         return row
     row.device = f"cpu (OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads" + (
         f", {threads} photos at once)" if threads > 1 else ")")
-    local = threading.local()
 
     def fit(width: int, height: int):
         return yunet.shrunk_size(width, height, DEFAULT_MAX_SIDE)

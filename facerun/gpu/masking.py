@@ -84,11 +84,8 @@ def _step(st, reads, spatial_in, values, rows_cols, height, width, align) -> tup
     if type(st) is P.Pool:
         if tuple(st.kernel) != tuple(st.stride) or any(st.pads) or tuple(st.dilation) != (1, 1):
             return "a pool whose windows overlap or are padded", EXACT
-        if rows_cols(st.out) is None or rows_cols(st.x) is None:
+        if rows_cols(st.out) is None or rows_cols(st.x) is None:  # whole windows within every photo size
             return "its output is not the input's size over a factor of the photo alignment", EXACT
-        fy, fx = rows_cols(st.out)
-        if align % fy or align % fx:
-            return "its windows cross the photo's edge", EXACT
         return None, reads[0]  # whole windows: past the photo it pools only what is past it
     if type(st) is P.Resize:
         oh, ow = values[st.out].shape[2:]
@@ -102,6 +99,9 @@ def _step(st, reads, spatial_in, values, rows_cols, height, width, align) -> tup
     if type(st) is P.Binary:
         a, b = values[st.a].shape, values[st.b].shape
         if "const" in reads:
+            const = values[st.a if reads[0] == "const" else st.b].shape
+            if len(const) >= 2 and const[-1] * const[-2] > 1:
+                return "a constant with rows and columns of its own (the photo's own program would have others)", EXACT
             return None, EXACT  # a constant past the photo is no longer zero
         if a != b:
             return "broadcasts one image over another", EXACT

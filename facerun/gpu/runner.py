@@ -59,8 +59,9 @@ class _RawCalls:
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
 
 
-def _field_index(kernel: K.Kernel, name: str) -> int:
-    return kernel.layout.names.index(name)
+def _field_offset(kernel: K.Kernel, name: str) -> int:
+    """The byte offset of parameter `name` in `kernel`'s uniform struct."""
+    return next(f.offset for f in kernel.layout.fields if f.name == name)
 
 
 def _raw_pass_calls() -> _RawCalls | None:
@@ -96,7 +97,7 @@ class GpuProgram:
         slot = K.UNIFORM_SLOT
         self.params = b"".join(d.params.ljust(slot, b"\0") for d in self.dispatches) if self.dispatches else bytes(slot)
         # the convolutions' output writers: where their mask sizes go in `params`, and the size of what they write
-        self._masks = [(i * slot + d.kernel.layout.fields[_field_index(d.kernel, "vh")].offset, d.mask)
+        self._masks = [(i * slot + _field_offset(d.kernel, "vh"), d.mask)
                        for i, d in enumerate(self.dispatches) if d.mask is not None]
         self._masked_params: dict[tuple[int, int], bytes] = {}
         self._maskable: dict[int, str | None] = {}
