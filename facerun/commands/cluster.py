@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, json_dumps, out
+from .common import err, json_dumps, out, plural, short_paths
 
 
 @click.command("cluster")
@@ -51,7 +51,7 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
         from ..people.sheets import write_sheets
 
         written = write_sheets(result, sheets_dir)
-        err.print(f"wrote {len(written)} contact sheets to {sheets_dir}", markup=False)
+        err.print(f"wrote {plural(len(written), 'contact sheet')} to {sheets_dir}", markup=False)
     if as_json:
         click.echo(json_dumps(result.to_dict(), indent=2))
     elif not naming:
@@ -60,12 +60,18 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
 
 def _print(result) -> None:
     faces = sum(c.size for c in result.clusters) + len(result.noise)
-    table = Table(title=f"{len(result.clusters)} clusters, {len(result.noise)} of {faces} faces in none",
-                  title_justify="left")
-    for name in ("id", "name", "faces", "photos"):
+    # one rule with search, identify and embed: photos named relative to the folder they all share
+    every = sorted({str(p) for c in result.clusters for p in c.images})
+    root, names = short_paths(every)
+    short = dict(zip(every, names))
+    title = (f"{plural(len(result.clusters), 'cluster')}, {len(result.noise)} of {plural(faces, 'face')} in none"
+             + (f"; photos under {root}" if root else ""))
+    table = Table(title=title, title_justify="left")
+    for name in ("id", "name", "faces"):
         table.add_column(name, justify="right" if name in ("id", "faces") else "left")
+    table.add_column("photos", overflow="fold")
     for c in result.clusters:
-        photos = sorted({f"{Path(p).parent.name}/{Path(p).name}" for p in c.images})
-        shown = ", ".join(photos[:4]) + (f", ... ({len(photos)} photos)" if len(photos) > 4 else "")
+        photos = sorted({short[str(p)] for p in c.images})
+        shown = ", ".join(photos[:4]) + (f", ... ({plural(len(photos), 'photo')})" if len(photos) > 4 else "")
         table.add_row(str(c.id), c.name or "", str(c.size), shown)
     out.print(table)

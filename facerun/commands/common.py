@@ -4,11 +4,13 @@ exit codes, the --allow-software switch, --size parsing and number formats."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import NoReturn
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from ..errors import InputError
 
@@ -148,6 +150,40 @@ def json_dumps(obj, **kwargs) -> str:
 
 def print_json(obj) -> None:
     click.echo(json_dumps(obj, indent=2))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 face', '2 faces', '0 faces': a count in the right number (`many` for an irregular plural: person, people)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def fmt_box(box) -> str:
+    """x,y,w,h in whole pixels: 6,0,121,146 (a box edge at -0.3 is 0, not -0; a real -5 stays -5)."""
+    return ",".join(str(int(round(float(v)))) for v in box)
+
+
+def short_paths(paths) -> tuple[str, list[str]]:
+    """(root, names): each path relative to the common folder of them all, so a table shows the part that tells
+    photos apart (`group/a.jpg`) whole instead of cutting a long shared prefix on the right. Used by every command
+    that prints photo paths in a table; --json keeps the paths as they were. Names that are not local paths (a URI)
+    stay as they are, and root is '' when nothing was shortened."""
+    texts = [str(p) for p in paths]
+    local = [t for t in texts if "://" not in t]
+    if not local:
+        return "", texts
+    absolute = [os.path.abspath(t) for t in local]
+    root = os.path.commonpath([os.path.dirname(a) for a in absolute])
+    if root == os.path.abspath(os.curdir) and all(not os.path.isabs(t) for t in local):
+        return "", texts  # given relative to here: they are short already, and what the user typed
+    it = iter(absolute)
+    return root, [t if "://" in t else os.path.relpath(next(it), root) for t in texts]
+
+
+def path_column(table: Table, names, header: str = "image") -> None:
+    """The photo column of a table: never cut on the right; it gets the width of its longest name (up to 60) before
+    the other columns do, and a name wider than that folds onto a second line whole."""
+    longest = max((len(n) for n in names), default=len(header))
+    table.add_column(header, overflow="fold", min_width=max(len(header), min(longest, 60)))
 
 
 def fmt_count(n: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import click
@@ -12,7 +13,18 @@ from rich.text import Text
 from ..errors import FacerunError, ImageError, InputError
 from ..face.detect import DEFAULT_MAX_SIDE, Detector
 from ..io import atomic_write, check_output_file, check_output_folder
-from .common import err, error_line, finish, json_dumps, models_dir_option, out, parse_size, progress_bar
+from .common import (
+    err,
+    error_line,
+    finish,
+    json_dumps,
+    models_dir_option,
+    out,
+    parse_size,
+    plural,
+    progress_bar,
+    short_paths,
+)
 from .types import FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
@@ -111,6 +123,11 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     failed = False
     results = []
     used_names: set[str] = set()
+    drawn = 0
+    root, names = short_paths(paths)
+    label = dict(zip((str(p) for p in paths), names))
+    if root and not as_json and len(paths) > 1:
+        out.print(f"photos under {root}", markup=False, highlight=False)
     progress = progress_bar() if len(paths) > 1 else None
     # with the bar live on a terminal, tables go through the bar's console so they print above it
     tables = progress.console if progress is not None and out.is_terminal and err.is_terminal else out
@@ -135,10 +152,12 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
                         photo.image = load_image(photo.path)
                     _write_drawing(photo.image, photo.faces, _draw_path(draw_target, photo.path, used_names))
                     photo.image = None
+                    drawn += 1
                 if as_json:
                     results.append(result)
                 else:
-                    tables.print(_table(result, detector.family.landmark_names))
+                    shown = label.get(result["image"], result["image"]) if len(paths) > 1 else result["image"]
+                    tables.print(_table(result, detector.family.landmark_names, shown))
             except FacerunError as e:
                 failed = True
                 error_line(e, progress.console if progress is not None else err)
@@ -147,14 +166,18 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
 
     if as_json:
         click.echo(json_dumps(results, indent=2))
+    if draw_target is not None:
+        what = f"{plural(drawn, 'drawing')} into {draw_target}{os.sep}" if draw_target.is_dir() else \
+            f"the drawing to {draw_target}" if drawn else f"no drawing to {draw_target}"
+        err.print(f"wrote {what}", markup=False, highlight=False)
     if failed:
         finish(False)
 
 
-def _table(result: dict, landmark_names: tuple[str, ...]):
+def _table(result: dict, landmark_names: tuple[str, ...], shown: str):
     faces = result["faces"]
-    title = (f"{result['image']}  {result['width']}x{result['height']}  "
-             f"{len(faces)} face{'s' if len(faces) != 1 else ''}  {result['ms']:.0f} ms ({result['family']}, "
+    title = (f"{shown}  {result['width']}x{result['height']}  "
+             f"{plural(len(faces), 'face')}  {result['ms']:.0f} ms ({result['family']}, "
              f"{result['device']})")
     if not faces:
         return Text(title)
@@ -165,9 +188,15 @@ def _table(result: dict, landmark_names: tuple[str, ...]):
         table.add_column("landmarks: " + ", ".join(landmark_names))
     for i, face in enumerate(faces, 1):
         marks = "  ".join(f"({x:.0f},{y:.0f})" for x, y in face["landmarks"] or ())
-        cells = [str(i), f"{face['score']:.3f}", *(f"{v:.1f}" for v in face["box"])]
+        cells = [str(i), f"{face['score']:.3f}", *(_tenths(v) for v in face["box"])]
         table.add_row(*cells, *([marks] if landmark_names else []))
     return table
+
+
+def _tenths(v: float) -> str:
+    """A box edge to a tenth of a pixel; an edge a hair left of the photo is 0.0, not -0.0."""
+    text = f"{v:.1f}"
+    return "0.0" if text == "-0.0" else text
 
 
 # ---------------------------------------------------------------------------------------------------- drawing

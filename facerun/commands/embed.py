@@ -12,7 +12,19 @@ from rich.text import Text
 
 from ..errors import FacerunError, InputError
 from ..io import check_output_file, jsonl_writer, npy_writer, write_together
-from .common import err, error_line, finish, json_dumps, models_dir_option, out, progress_bar
+from .common import (
+    err,
+    error_line,
+    finish,
+    fmt_box,
+    json_dumps,
+    models_dir_option,
+    out,
+    path_column,
+    plural,
+    progress_bar,
+    short_paths,
+)
 from .engine import embed_on_ray, engine_options, local_processes, photo_faces_in_processes, ray_settings
 
 OUT_KINDS = (".npy", ".jsonl")
@@ -200,12 +212,16 @@ def _write(outputs: list[Path], records, embedder) -> list[Path]:
 def _faces_table(records) -> Table | Text:
     if not records:
         return Text("no faces embedded")
-    table = Table(title=f"{len(records)} face{'s' if len(records) != 1 else ''}", title_justify="left")
-    for name in ("image", "score", "box x,y,w,h", "embedding (first 4)"):
-        table.add_column(name, justify="left" if name == "image" else "right")
-    for r in records:
-        table.add_row(r.image, f"{r.score:.3f}", ",".join(f"{v:.0f}" for v in r.box),
-                      " ".join(f"{v:+.3f}" for v in r.embedding[:4]) + " ...")
+    root, names = short_paths([r.image for r in records])
+    title = plural(len(records), "face") + (f" under {root}" if root else "")
+    table = Table(title=title, title_justify="left")
+    path_column(table, names)
+    table.add_column("score", justify="right")
+    table.add_column("box x,y,w,h", justify="right")
+    # only a glimpse of the vector: on a narrow terminal it is the column cut short, never the photo's name
+    table.add_column("embedding (first 4)", no_wrap=True, overflow="ellipsis")
+    for r, name in zip(records, names):
+        table.add_row(name, f"{r.score:.3f}", fmt_box(r.box), " ".join(f"{v:+.3f}" for v in r.embedding[:4]) + " ...")
     return table
 
 

@@ -11,7 +11,7 @@ import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, error_line, finish, json_dumps, out, progress_bar
+from .common import err, error_line, finish, fmt_box, json_dumps, out, path_column, plural, progress_bar, short_paths
 from .embed import embedder_options, make_detector
 from .index import embedder_for
 from .types import FiniteRange
@@ -80,8 +80,9 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
 
         rows = list(identify_photos(gallery, paths, embedder, detector, limit, batch=batch, progress=advance,
                                     on_error=on_error))
-    err.print(f"{len(gallery.people)} known people ({len(gallery.names)} faces), {len(rows)} faces in "
-              f"{len(paths) - len(failed)} photos, threshold {limit:g} ({embedder.name}, {embedder.device})",
+    err.print(f"{plural(len(gallery.people), 'known person', 'known people')} "
+              f"({plural(len(gallery.names), 'face')}), {plural(len(rows), 'face')} in "
+              f"{plural(len(paths) - len(failed), 'photo')}, threshold {limit:g} ({embedder.name}, {embedder.device})",
               markup=False)
     if as_json:
         click.echo(json_dumps([r.to_dict() for r in rows], indent=2))
@@ -100,9 +101,12 @@ def _print_table(rows) -> None:
     if not rows:
         out.print("no faces found")
         return
-    table = Table()
-    for name in ("image", "name", "cosine", "box x,y,w,h"):
-        table.add_column(name, justify="right" if name == "cosine" else "left")
-    for r in rows:
-        table.add_row(r.image, r.name, f"{r.cosine:.3f}", ",".join(f"{v:.0f}" for v in r.box))
+    root, names = short_paths([r.image for r in rows])
+    table = Table(title=f"under {root}" if root else None, title_justify="left")
+    path_column(table, names)
+    table.add_column("name")
+    table.add_column("cosine", justify="right")
+    table.add_column("box x,y,w,h")
+    for r, name in zip(rows, names):
+        table.add_row(name, r.name, f"{r.cosine:.3f}", fmt_box(r.box))
     out.print(table)

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from ..errors import InputError
-from .common import err, json_dumps, models_dir_option, out
+from .common import err, fmt_box, json_dumps, models_dir_option, out, path_column, plural, short_paths
 from .types import FiniteRange
 
 
@@ -19,7 +19,9 @@ from .types import FiniteRange
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Photos to list.")
 @click.option("--threshold", type=FiniteRange(-1, 1), default=None,
               help="Leave out photos below this cosine (default: list the --top best whatever their cosine).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Where the query's face is detected and embedded. auto: the GPU when one is usable, else the "
+                   "CPU; gpu: fail if there is no GPU.")
 @click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
               help="Detector for the query's face. Default: yunet-2023mar.")
 @models_dir_option()
@@ -42,15 +44,18 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
     if as_json:
         click.echo(json_dumps([m.to_dict() for m in matches], indent=2))
         return
-    photos = f"{len(matches)} photo{'' if len(matches) == 1 else 's'}"
-    err.print(f"{query}: {photos} ({embedder.name}, threshold {embedder.threshold})", markup=False)
-    table = Table()
-    for name in ("#", "cosine", "image", "box x,y,w,h"):
-        table.add_column(name, justify="right" if name in ("#", "cosine") else "left")
+    err.print(f"{query}: {plural(len(matches), 'photo')} ({embedder.name}, threshold {embedder.threshold})",
+              markup=False)
+    root, names = short_paths([m.image for m in matches])
+    table = Table(title=f"under {root}" if root else None, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("cosine", justify="right")
+    path_column(table, names)
+    table.add_column("box x,y,w,h")
     limit = embedder.threshold
-    for rank, m in enumerate(matches, start=1):
+    for rank, (m, name) in enumerate(zip(matches, names), start=1):
         mark = "" if limit is None or m.cosine >= limit else " (below threshold)"
-        table.add_row(str(rank), f"{m.cosine:.3f}", m.image + mark, ",".join(f"{v:.0f}" for v in m.box))
+        table.add_row(str(rank), f"{m.cosine:.3f}", name + mark, fmt_box(m.box))
     out.print(table)
 
 
