@@ -18,6 +18,8 @@ import sys
 import threading
 from contextlib import contextmanager
 
+from . import settings
+
 # Below this many multiply-adds a product runs on one thread (measured: ~0.1 ms lost at most when the machine is idle)
 SMALL_MACS = 4 << 20
 
@@ -105,9 +107,9 @@ def threads_for_macs(macs: int, default: int) -> int:
 
 
 def default_threads() -> int:
-    fixed = os.environ.get("FACERUN_CPU_THREADS", "").strip()
-    if fixed.isdigit() and int(fixed) > 0:
-        return int(fixed)
+    fixed = settings.get("FACERUN_CPU_THREADS")
+    if fixed:
+        return fixed
     api = _find()
     full = api[2] if api else (os.cpu_count() or 1)
     try:

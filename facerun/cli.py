@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 import click
 
+from . import settings
 from .commands.common import allow_software_option
 from .commands.types import FiniteRange
 from .errors import FacerunError
@@ -86,7 +86,7 @@ class FacerunGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:  # a bug: still one line for the user, the traceback on request
-            if os.environ.get("FACERUN_DEBUG"):
+            if settings.get("FACERUN_DEBUG"):
                 raise
             fail(f"internal error ({type(e).__name__}: {e}); run with FACERUN_DEBUG=1 for the traceback", EXIT_INTERNAL)
         finally:

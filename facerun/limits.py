@@ -7,14 +7,14 @@ command line's --max-tensor-mb and --max-pixels) overrides them.
 
 from __future__ import annotations
 
-import math
-import os
 from math import prod
 
+from . import settings
 from .errors import InputError
+from .settings import positive_number
 
-DEFAULT_MAX_TENSOR_MB = 4096
-DEFAULT_MAX_PIXELS = 100_000_000
+DEFAULT_MAX_TENSOR_MB = int(settings.default("FACERUN_MAX_TENSOR_MB"))
+DEFAULT_MAX_PIXELS = int(settings.default("FACERUN_MAX_PIXELS"))
 
 
 def human_bytes(n: float) -> str:
@@ -23,17 +23,6 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} EiB"
-
-
-def positive_number(text: str, what: str) -> float:
-    """A finite number > 0 from a flag or variable; anything else (nan, inf, -1, words) an InputError."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}={text} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what}={text}: a finite number above 0 is needed")
-    return value
 
 
 # the command line's flags for this run, by the variable they stand for
@@ -52,11 +41,10 @@ def set_limit(name: str, value: float | None) -> None:
         _overrides[name] = positive_number(str(value), _FLAGS[name])
 
 
-def _env_limit(name: str, default: float) -> float:
+def _env_limit(name: str) -> float:
     if name in _overrides:
         return _overrides[name]
-    text = os.environ.get(name, "").strip()
-    return positive_number(text, name) if text else default
+    return settings.get(name)
 
 
 def _names(name: str) -> str:
@@ -64,7 +52,7 @@ def _names(name: str) -> str:
 
 
 def max_tensor_bytes() -> int:
-    return int(_env_limit("FACERUN_MAX_TENSOR_MB", DEFAULT_MAX_TENSOR_MB) * (1 << 20))
+    return int(_env_limit("FACERUN_MAX_TENSOR_MB") * (1 << 20))
 
 
 def check_tensor(shape, what: str, itemsize: int = 4) -> None:
@@ -78,7 +66,7 @@ def check_tensor(shape, what: str, itemsize: int = 4) -> None:
 
 
 def max_pixels() -> int:
-    return int(_env_limit("FACERUN_MAX_PIXELS", DEFAULT_MAX_PIXELS))
+    return int(_env_limit("FACERUN_MAX_PIXELS"))
 
 
 def check_pixels(width: int, height: int, what: str) -> None:

@@ -85,18 +85,11 @@ def program_bytes(prog) -> int:
     return sum(seen.values()) + 64 * len(prog.steps)
 
 
-def budget_from_env(variable: str, default_mb: float) -> int:
-    """A budget in bytes from the environment variable (MiB), else the default."""
-    import os
+def budget_from_env(variable: str) -> int:
+    """A budget in bytes from the setting `variable` (MiB; its default in facerun.settings when unset)."""
+    from . import settings
 
-    from .errors import InputError
-
-    text = os.environ.get(variable, "").strip()
-    try:
-        mb = float(text) if text else float(default_mb)
-    except ValueError:
-        raise InputError(f"{variable}={text} is not a number of MiB") from None
-    return max(0, int(mb * (1 << 20)))
+    return max(0, int(settings.get(variable) * (1 << 20)))
 
 
 class InFlight:

@@ -12,10 +12,9 @@ from .errors import InputError, ModelError
 from .lru import InFlight, LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
-from .program import ParameterPool, Program
+from .program import PRECISIONS, ParameterPool, Program
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
-PROGRAM_BUDGET_MB = 512  # host memory for one model's compiled programs (FACERUN_PROGRAM_BUDGET_MB)
 GPU_BATCHES = (1, 2, 4, 8, 16)  # batch sizes the GPU runs (a batch is padded up to one), past 16 multiples of 16
 
 
@@ -45,7 +44,7 @@ class Net:
         self.label = label or (card.label if card is not None else model.path.name)
         # compiled programs by input shape, least recently used dropped past the budget (a photo library meets
         # thousands of sizes); a dropped program is recompiled when its shape comes back
-        self._programs = LruCache(budget_from_env("FACERUN_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB), program_bytes,
+        self._programs = LruCache(budget_from_env("FACERUN_PROGRAM_BUDGET_MB"), program_bytes,
                                   self._forget)
         self._parameters = ParameterPool()  # one copy of the weights for the programs of every size
         self._compiling = InFlight()  # shapes being compiled, so threads compile different shapes at once
@@ -384,12 +383,6 @@ class Net:
 
 def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-# f32: every value in float32. f16 (the GPU only): Winograd's transformed inputs, weights and products stored as
-# float16 (a product of two such values is exact in float32, the sums are float32), the rest as f32; checked against
-# the CPU at its own bar (agree.GPU_F16_CHECK). Here, so loading checks it without importing the GPU side.
-PRECISIONS = ("f32", "f16")
 
 
 def load(model, device: str = "cpu", precision: str = "f32") -> Net:

@@ -18,6 +18,12 @@ from math import prod
 
 import numpy as np
 
+# The storage a program may run at. f32: every value in float32. f16 (the GPU only): Winograd's transformed inputs,
+# weights and products stored as float16 (a product of two such values is exact in float32, the sums are float32),
+# the rest as f32; checked against the CPU at its own bar (agree.GPU_F16_CHECK). Here, at the bottom, so loading
+# (net) and the GPU side both check it without importing each other.
+PRECISIONS = ("f32", "f16")
+
 # ---------------------------------------------------------------------------------------------------------- values
 
 

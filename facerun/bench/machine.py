@@ -13,6 +13,8 @@ import platform
 import sys
 from importlib import metadata
 
+from .. import settings
+
 # Environment variables that change how fast numpy and onnxruntime run; recorded when set.
 PERFORMANCE_ENV = (
     "OPENBLAS_CORETYPE",
@@ -44,7 +46,7 @@ def machine_info() -> dict:
         "facerun": _version("facerun"),
         "onnxruntime": _version("onnxruntime"),
         "wgpu": _version("wgpu"),
-        "env": {k: os.environ[k] for k in PERFORMANCE_ENV if k in os.environ},
+        "env": settings.outside(PERFORMANCE_ENV),
         "load_average": _load_average(),
         "busy_before": cpu_busy_fraction(),
     }

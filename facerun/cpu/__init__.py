@@ -11,13 +11,12 @@ arithmetic through `run_step`): convolutions are im2col (a strided view, copied 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .. import blas
+from .. import blas, settings
 from .. import program as P
 
 # Depthwise maps up to this many pixels use the im2col + batched matmul form.
@@ -301,7 +300,7 @@ ConvHook = Callable[[P.Conv, list], "np.ndarray | None"]
 
 def use_reference() -> bool:
     """FACERUN_CPU_REFERENCE=1: every run on the plain NCHW reference."""
-    return os.environ.get("FACERUN_CPU_REFERENCE", "").strip() not in ("", "0")
+    return settings.get("FACERUN_CPU_REFERENCE")
 
 
 def run_program(

@@ -8,7 +8,6 @@ don't pin thousands of arenas.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -16,7 +15,9 @@ from math import prod
 
 import numpy as np
 
-ARENA_BUDGET_MB = 1024
+from .. import settings
+
+ARENA_BUDGET_MB = settings.default("FACERUN_CPU_ARENA_MB")
 
 
 class SlotPlan:
@@ -116,9 +117,7 @@ _total = 0
 
 
 def _budget() -> int:
-    text = os.environ.get("FACERUN_CPU_ARENA_MB", "").strip()
-    mb = int(text) if text.isdigit() else ARENA_BUDGET_MB
-    return mb << 20
+    return settings.get("FACERUN_CPU_ARENA_MB") << 20
 
 
 def _forget(key, lock=_lock, kept=_kept) -> None:

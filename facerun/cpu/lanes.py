@@ -15,6 +15,8 @@ import threading
 
 import numpy as np
 
+from .. import settings
+
 # Below this many multiply-adds a step runs as one lane: handing a lane to a thread and waiting costs ~20-40 us.
 LANE_MACS = 8 << 20
 # Nor is a band split below this many values for a lane: the threads take turns holding the GIL between numpy calls,
@@ -34,9 +36,9 @@ SPLIT_ROW_MACS = 1 << 20
 
 def threads() -> int:
     """The CPU interpreter's threads: FACERUN_CPU_THREADS when set, else the cores this process may run on."""
-    fixed = os.environ.get("FACERUN_CPU_THREADS", "").strip()
-    if fixed.isdigit() and int(fixed) > 0:
-        return int(fixed)
+    fixed = settings.get("FACERUN_CPU_THREADS")
+    if fixed:
+        return fixed
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

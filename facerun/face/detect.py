@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .. import settings
 from ..errors import FacerunError, InputError, ModelError, UnsupportedOps
 from . import families, yunet
 from .faces import Face, rescaled
@@ -22,7 +22,7 @@ CHECK_SIDE = 128  # the GPU checks YuNet whole at most this size (ms on the CPU)
 # On the GPU a photo runs in the program of its padded size rounded up to a multiple of this, masked to its own size
 # (exactly its own program's outputs: gpu/masking.py), so a library of many sizes meets few programs. A multiple of
 # yunet.PAD_DIVISOR; FACERUN_PHOTO_BUCKET sets it (32: a program per padded size, as before).
-PHOTO_BUCKET = 128
+PHOTO_BUCKET = settings.default("FACERUN_PHOTO_BUCKET")  # 128
 
 
 RUNTIMES = ("facerun", "onnxruntime")
@@ -211,16 +211,7 @@ class Detector:
 
 def photo_bucket() -> int:
     """PHOTO_BUCKET, or FACERUN_PHOTO_BUCKET (a positive multiple of 32) when set."""
-    text = os.environ.get("FACERUN_PHOTO_BUCKET", "").strip()
-    if not text:
-        return PHOTO_BUCKET
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0 or value % yunet.PAD_DIVISOR:
-        raise InputError(f"FACERUN_PHOTO_BUCKET must be a positive multiple of {yunet.PAD_DIVISOR}, not '{text}'")
-    return value
+    return settings.get("FACERUN_PHOTO_BUCKET")
 
 
 def _checked_rgb(image) -> np.ndarray:
@@ -253,7 +244,7 @@ def _load_net(card, device: str, runtime: str, family):
     if runtime == "onnxruntime":
         if device == "gpu":
             raise InputError("--runtime onnxruntime runs on the CPU; use --device cpu or auto")
-        from ..bench.oracle import OracleNet
+        from ..ort import OracleNet
 
         return OracleNet(path)
     import facerun

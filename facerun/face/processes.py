@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .. import settings
 from ..errors import FacerunError, InputError
 from .library import LibraryStats, PhotoFaces, _Batcher, _Photo, iter_photo_faces
 
@@ -54,9 +55,9 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
     processes = max(1, min(processes, len(paths)))
     ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
-    settings = _settings(processes)
+    passed = _settings(processes)
     align_size = None if embedder is None else embedder.input_size
-    procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, settings, tasks, results,
+    procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, passed, tasks, results,
                                                          draft),
                          name=f"facerun-library-{i}", daemon=True) for i in range(processes)]
     try:
@@ -138,17 +139,17 @@ def _settings(processes: int) -> dict:
     from ..cpu import lanes
     from ..gpu import device
 
-    threads = os.environ.get("FACERUN_CPU_THREADS", "").strip() or str(max(1, lanes.threads() // processes))
+    threads = settings.text("FACERUN_CPU_THREADS") or str(max(1, lanes.threads() // processes))
     return {"FACERUN_ALLOW_SOFTWARE": "1" if device.software_allowed() else "0",
             "FACERUN_MAX_PIXELS": str(limits.max_pixels()),
             "FACERUN_MAX_TENSOR_MB": repr(limits.max_tensor_bytes() / (1 << 20)),
             "FACERUN_CPU_THREADS": threads}
 
 
-def _worker(detector: dict, workers: int, all_faces: bool, align_size, settings: dict, tasks, results,
+def _worker(detector: dict, workers: int, all_faces: bool, align_size, passed: dict, tasks, results,
             draft: bool = True) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
-    os.environ.update(settings)
+    settings.pass_on(passed)
     try:
         from .. import counters
         from .align import align_face

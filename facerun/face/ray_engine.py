@@ -196,13 +196,16 @@ def dataset(sources: Iterable, ray, limits: dict) -> tuple[object, int | None]:
 # ------------------------------------------------------------------------------------------------ the actors
 
 
-def adapter_for_gpus(gpu_ids: list, environ=os.environ) -> tuple[str | None, str]:
+def adapter_for_gpus(gpu_ids: list, environ=None) -> tuple[str | None, str]:
     """The FACERUN_GPU_ADAPTER an actor sets for the GPUs Ray gave it (None: leave it), and a note saying so.
     A value the user set wins; a GPU id that is not a number (a UUID) cannot be numbered."""
+    from .. import settings  # here, not at the top: `start` takes a RaySettings of that name
+
     if not gpu_ids:
         return None, ""
-    if environ.get("FACERUN_GPU_ADAPTER", "").strip():
-        return None, f"Ray GPU {gpu_ids[0]}, FACERUN_GPU_ADAPTER={environ['FACERUN_GPU_ADAPTER']} as set"
+    wanted = settings.get("FACERUN_GPU_ADAPTER", environ)  # environ: the process's own when None
+    if wanted:
+        return None, f"Ray GPU {gpu_ids[0]}, FACERUN_GPU_ADAPTER={wanted} as set"
     try:
         number = int(gpu_ids[0])
     except (TypeError, ValueError):
@@ -216,6 +219,7 @@ class FaceActor:
     def __init__(self, models: dict, batch: int, all_faces: bool, limits: dict):
         import ray
 
+        from .. import settings
         from ..zoo import find
         from .detect import Detector
         from .embed import Embedder
@@ -224,7 +228,7 @@ class FaceActor:
         _apply_limits(limits)
         adapter, note = adapter_for_gpus(list(ray.get_gpu_ids()))
         if adapter is not None:
-            os.environ["FACERUN_GPU_ADAPTER"] = adapter  # before the first GPU use: the device is made lazily
+            settings.pass_on({"FACERUN_GPU_ADAPTER": adapter})  # before the first GPU use: the device is made lazily
         device = models.get("device", "auto")
         # as the commands' make_embedder and make_detector load them
         self.embedder = Embedder(model=models.get("model"), device=device, input_size=models.get("input_size"),

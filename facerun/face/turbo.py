@@ -13,11 +13,12 @@ cannot parse, or a decode that fails. FACERUN_JPEG=pillow turns it off.
 
 from __future__ import annotations
 
-import os
 import struct
 from functools import cache
 
 import numpy as np
+
+from .. import settings
 
 ORIENTATION = 0x0112  # the EXIF tag
 # the stored colour spaces whose conversion to RGB is libjpeg's own in both: CMYK and YCCK files Pillow turns into RGB
@@ -31,7 +32,7 @@ def available() -> bool:
 
 
 def _decoder():
-    if os.environ.get("FACERUN_JPEG", "").strip().lower() == "pillow":
+    if settings.get("FACERUN_JPEG") == "pillow":
         return None
     return _simplejpeg()
 

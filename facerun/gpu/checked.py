@@ -382,7 +382,7 @@ class CheckedGpu:
 def attach(net, required: bool = False, budget_mb: float | None = None, precision: str = "f32") -> CheckedGpu | None:
     """Give `net` a checked GPU (`net.gpu`), or say why not (`net.gpu_reason`). required=True (device="gpu") raises
     GpuError when there is no usable GPU, and when the GPU disagrees with the CPU. precision: "f32", or "f16"
-    (net.PRECISIONS: half-float storage, checked at agree.GPU_F16_CHECK)."""
+    (program.PRECISIONS: half-float storage, checked at agree.GPU_F16_CHECK)."""
     try:
         model = GpuModel(budget_mb=budget_mb, precision=precision)
     except GpuError as e:

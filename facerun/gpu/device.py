@@ -29,7 +29,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .. import counters
+from .. import counters, settings
 from ..errors import GpuError
 from . import kernels
 from .plan import Limits
@@ -83,14 +83,14 @@ def allow_software(allow: bool = True) -> None:
 def software_allowed() -> bool:
     if _allow_software is not None:
         return _allow_software
-    return os.environ.get("FACERUN_ALLOW_SOFTWARE", "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.get("FACERUN_ALLOW_SOFTWARE")
 
 
 def switched_off() -> str | None:
     """Why the GPU is switched off by the environment, or None."""
-    if os.environ.get("FACERUN_GPU", "").strip().lower() in ("0", "off", "no", "false", "cpu"):
+    if not settings.get("FACERUN_GPU"):
         return "switched off by FACERUN_GPU=off"
-    if os.environ.get("FACERUN_GPU_BACKEND", "").strip().lower() == "off":
+    if settings.get("FACERUN_GPU_BACKEND") == "off":
         return "switched off by FACERUN_GPU_BACKEND=off"
     return None
 
@@ -98,7 +98,7 @@ def switched_off() -> str | None:
 def wanted_backends() -> tuple[str, ...]:
     """The wgpu backends to enumerate: the one FACERUN_GPU_BACKEND names, else the platform's primary ones (never GL
     by default: it is slow to probe and noisy on headless machines)."""
-    name = os.environ.get("FACERUN_GPU_BACKEND", "").strip().lower()
+    name = settings.get("FACERUN_GPU_BACKEND")
     if name and name != "off":
         if name not in BACKENDS:
             raise GpuError(f"FACERUN_GPU_BACKEND={name} is not one of {', '.join(BACKENDS)}, off")
@@ -113,8 +113,8 @@ def wanted_backends() -> tuple[str, ...]:
 def _settings() -> tuple:
     return (
         switched_off(),
-        os.environ.get("FACERUN_GPU_BACKEND", ""),
-        os.environ.get("FACERUN_GPU_ADAPTER", ""),
+        settings.get("FACERUN_GPU_BACKEND"),
+        settings.get("FACERUN_GPU_ADAPTER"),
         software_allowed(),
     )
 
@@ -160,7 +160,7 @@ def take_injected(stage: str) -> bool:
         if stage in _injected:
             _injected.discard(stage)
             return True
-        if not _env_injection_used and os.environ.get("FACERUN_GPU_INJECT_FAILURE", "").strip().lower() == stage:
+        if not _env_injection_used and settings.get("FACERUN_GPU_INJECT_FAILURE") == stage:
             _env_injection_used = True
             return True
     return False
@@ -296,7 +296,7 @@ def _survey(allow_soft: bool | None = None) -> tuple[list[dict], list]:
     backends = wanted_backends()
     adapters = _enumerate(backends)
     allow = software_allowed() if allow_soft is None else allow_soft
-    wanted = os.environ.get("FACERUN_GPU_ADAPTER", "").strip()
+    wanted = settings.get("FACERUN_GPU_ADAPTER")
     index = adapter_index(wanted)
     numbered = _numbered([dict(a.info) for a in adapters])
     rows = []
@@ -429,7 +429,7 @@ class Device:
 
 def checked_build() -> bool:
     """Whether FACERUN_GPU_CHECKED asks for the bounds-checked build of every kernel."""
-    return os.environ.get("FACERUN_GPU_CHECKED", "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.get("FACERUN_GPU_CHECKED")
 
 
 def trusted_module(device, label: str, code: str):

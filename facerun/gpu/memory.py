@@ -9,9 +9,7 @@ them. Nothing here decides which kernel runs: that is plan.py's.
 from __future__ import annotations
 
 import hashlib
-import math
 import operator
-import os
 import threading
 from dataclasses import dataclass
 from math import prod
@@ -19,22 +17,17 @@ from math import prod
 import numpy as np
 
 from .. import program as P
-from ..errors import GpuError
+from .. import settings
 from .plan import ConvShape, PlanError
 
-DEFAULT_BUDGET_MB = 1536  # a model's programs may hold F(2x2) and F(4x4) weights both: see plan.WINOGRAD4_MIN_TILES
+# 1536 MiB: a model's programs may hold F(2x2) and F(4x4) weights both (see plan.WINOGRAD4_MIN_TILES)
+DEFAULT_BUDGET_MB = settings.default("FACERUN_GPU_BUDGET_MB")
 
 
 def budget_bytes(budget_mb: float | None = None) -> int:
     """The resident-weight budget: the argument, else FACERUN_GPU_BUDGET_MB, else DEFAULT_BUDGET_MB."""
     if budget_mb is None:
-        env = os.environ.get("FACERUN_GPU_BUDGET_MB", "").strip()
-        try:
-            budget_mb = float(env) if env else DEFAULT_BUDGET_MB
-        except ValueError:
-            raise GpuError(f"FACERUN_GPU_BUDGET_MB={env} is not a number") from None
-        if not math.isfinite(budget_mb) or budget_mb < 0:
-            raise GpuError(f"FACERUN_GPU_BUDGET_MB={env}: a finite number of MiB, 0 or more, is needed")
+        budget_mb = settings.get("FACERUN_GPU_BUDGET_MB")
     return max(0, int(budget_mb * (1 << 20)))
 
 

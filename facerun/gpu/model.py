@@ -20,15 +20,13 @@ from .. import counters
 from .. import program as P
 from ..errors import GpuError
 from ..lru import InFlight, LruCache, budget_from_env
-from ..net import PRECISIONS
+from ..program import PRECISIONS
 from . import device as D
 from .arena import Arena
 from .lower import lower, prologues
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
-
-PROGRAM_BUDGET_MB = 1024
 
 
 class DoesNotFit(GpuError):
@@ -52,7 +50,7 @@ class GpuModel:
         self.half = precision == "f16"  # Winograd's planes and weights stored as f16 (lower.lower's half)
         self.weights = WeightStore(budget_bytes(budget_mb))
         self.arena = Arena(self.dev)  # the activation buffers and bind groups every program of the model runs in
-        self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB", PROGRAM_BUDGET_MB),
+        self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB"),
                                   lambda hit: hit[1].device_bytes,
                                   lambda key, hit: counters.bump("gpu_programs_evicted"))
         self._compiling = InFlight()  # programs being compiled: another thread wanting one waits, others go on

@@ -10,7 +10,6 @@ import http.client
 import os
 import socket
 import stat
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import settings
 from ..errors import ModelError
 from ..io import check_output_folder, is_stale, remove_stale_temporaries, sha256_of
+from ..settings import cache_root  # the one cache-folder rule; here too, where callers have always found it
 from .known import KNOWN, KnownModel, by_name, by_sha256
 
 # models inside the package (license-clean defaults: YuNet 2023mar, MobileFaceNet), searched last; see data/README.md
@@ -31,24 +32,6 @@ _CHUNK = 1 << 16
 
 
 # ---------------------------------------------------------------------------------------------- where to look
-
-
-def cache_root(platform: str | None = None, env=None) -> Path:
-    """facerun's per-user cache folder: $FACERUN_CACHE, else the platform's convention."""
-    env = os.environ if env is None else env
-    platform = sys.platform if platform is None else platform
-    if env.get("FACERUN_CACHE"):
-        return Path(env["FACERUN_CACHE"]).expanduser()
-    home = Path(env.get("HOME") or Path.home())
-    if platform == "darwin":
-        return home / "Library" / "Caches" / "facerun"
-    if platform.startswith("win"):
-        local = env.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
-        return Path(local) / "facerun" / "Cache"
-    xdg = env.get("XDG_CACHE_HOME", "")
-    # the XDG spec says a relative value is invalid and must be ignored
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".cache"
-    return base / "facerun"
 
 
 def models_cache_dir(platform: str | None = None, env=None) -> Path:
@@ -71,10 +54,8 @@ def search_dirs_with_sources(models_dir=None) -> list[tuple[Path, str]]:
     found: list[tuple[Path, str]] = []
     if models_dir:
         found.append((Path(models_dir).expanduser(), "--models"))
-    for entry in os.environ.get("FACERUN_MODELS", "").split(os.pathsep):
-        if entry.strip():
-            found.append((Path(entry.strip()).expanduser(), "FACERUN_MODELS"))
-    found.append((models_cache_dir(), "FACERUN_CACHE" if os.environ.get("FACERUN_CACHE") else "cache"))
+    found += [(folder, "FACERUN_MODELS") for folder in settings.get("FACERUN_MODELS")]
+    found.append((models_cache_dir(), "FACERUN_CACHE" if settings.is_set("FACERUN_CACHE") else "cache"))
     found.append((SHIPPED_DIR, "shipped"))
     unique: list[tuple[Path, str]] = []
     seen: set[str] = set()

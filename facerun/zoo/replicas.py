@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ModelError
 from ..io import atomic_write
-from .find import cache_root
+from ..settings import cache_root
 
 # Bump to regenerate every cached replica even when this file's text is unchanged (e.g. a change in a helper module).
 FORMAT_VERSION = 1
@@ -462,7 +462,7 @@ def get_replica(name: str) -> Replica:
 
 
 def cache_dir() -> Path:
-    """Where replicas are written: the `replicas` folder of facerun's cache (facerun.zoo.find.cache_root)."""
+    """Where replicas are written: the `replicas` folder of facerun's cache (facerun.settings.cache_root)."""
     return cache_root() / "replicas"
 
 

@@ -1,0 +1,299 @@
+"""Every FACERUN_* environment variable in one table, and the one place facerun reads them.
+
+Each `Setting` knows its name, its type (as the README shows it), its default and a line of help; `get(name)` reads
+the variable when asked (tests and the CLI change them while a process runs, so nothing is cached here) and parses it
+as facerun always has, with the same one-line error for a bad value. Modules take their defaults from this table too
+(`default(name)`), so the README's table, generated from it (`python -m facerun.settings --markdown README.md`), cannot
+drift from the code. The process and Ray launchers still write variables for their children: that is passing them on,
+not reading them.
+
+Only `errors` is imported: every layer may read its settings from here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FacerunError, GpuError, InputError
+
+ON_WORDS = ("1", "true", "yes", "on")
+OFF_WORDS = ("0", "off", "no", "false", "cpu")
+PHOTO_BUCKET_MULTIPLE = 32  # face/yunet.PAD_DIVISOR: a bucket is a whole number of padded steps
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: str  # the README's "type" column
+    default: object  # what `get` returns when the variable is unset or empty
+    help: str
+    parse: Callable[[str, str], object]  # (name, the variable's unstripped text) -> value, None: the default
+    shown_default: str | None = None  # the README's default column, where `default` alone says too little
+    raw: bool = False  # any non-empty text counts as set, spaces too (as these two were always read)
+
+
+# ------------------------------------------------------------------------------------------------ parsers
+
+
+def positive_number(text: str, what: str) -> float:
+    """A finite number > 0 from a flag or variable; anything else (nan, inf, -1, words) an InputError."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}={text} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what}={text}: a finite number above 0 is needed")
+    return value
+
+
+def _text(name: str, text: str) -> str:
+    return text.strip()
+
+
+def _word(name: str, text: str) -> str:
+    return text.strip().lower()
+
+
+def _on(name: str, text: str) -> bool:
+    return text.strip().lower() in ON_WORDS
+
+
+def _not_zero(name: str, text: str) -> bool:
+    return text.strip() not in ("", "0")
+
+
+def _any(name: str, text: str) -> bool:
+    return True
+
+
+def _gpu_on(name: str, text: str) -> bool:
+    return text.strip().lower() not in OFF_WORDS
+
+
+def _folders(name: str, text: str) -> list[Path]:
+    return [Path(entry.strip()).expanduser() for entry in text.split(os.pathsep) if entry.strip()]
+
+
+def _path(name: str, text: str) -> Path:
+    return Path(text).expanduser()
+
+
+def _count(name: str, text: str) -> int | None:
+    """A whole number above 0; anything else is ignored (None: the default)."""
+    text = text.strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _whole_mb(name: str, text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def _mib(name: str, text: str) -> float:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{name}={text} is not a number of MiB") from None
+
+
+def _gpu_mib(name: str, text: str) -> float:
+    text = text.strip()
+    try:
+        mb = float(text)
+    except ValueError:
+        raise GpuError(f"{name}={text} is not a number") from None
+    if not math.isfinite(mb) or mb < 0:
+        raise GpuError(f"{name}={text}: a finite number of MiB, 0 or more, is needed")
+    return mb
+
+
+def _positive(name: str, text: str) -> float:
+    return positive_number(text.strip(), name)
+
+
+def _bucket(name: str, text: str) -> int:
+    text = text.strip()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0 or value % PHOTO_BUCKET_MULTIPLE:
+        raise InputError(f"{name} must be a positive multiple of {PHOTO_BUCKET_MULTIPLE}, not '{text}'")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------ the table
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("FACERUN_MODELS", "folders", (), "folders searched for model files (`:`-separated; `;` on Windows), "
+            "after `--models`", _folders, "none"),
+    Setting("FACERUN_CACHE", "path", None, "facerun's cache folder (models, replicas)", _path,
+            "`~/.cache/facerun` (the platform's)", raw=True),
+    Setting("FACERUN_GPU", "`off`", True, "`off` (or `0`, `no`, `false`, `cpu`): never use the GPU", _gpu_on, "on"),
+    Setting("FACERUN_GPU_BACKEND", "`vulkan` `metal` `dx12` `gl` `off`", "",
+            "the wgpu backend to enumerate; `off`: never use the GPU", _word, "the platform's"),
+    Setting("FACERUN_GPU_ADAPTER", "text, `#N`", "", "use the adapter whose name contains this text; `#N`: the "
+            "N-th hardware adapter (from 0), as a Ray actor given GPU N sets it", _text, "the best adapter"),
+    Setting("FACERUN_ALLOW_SOFTWARE", "flag", False,
+            "accept software adapters (llvmpipe/lavapipe, WARP, SwiftShader); `--allow-software` does the same", _on),
+    Setting("FACERUN_GPU_CHECKED", "flag", False,
+            "compile every GPU kernel with the shader compiler's bounds checks (the tests' build)", _on),
+    Setting("FACERUN_GPU_BUDGET_MB", "MiB", 1536.0, "weights one model keeps resident on the device", _gpu_mib),
+    Setting("FACERUN_PROGRAM_BUDGET_MB", "MiB", 512.0,
+            "host memory for one model's compiled programs, least recently used dropped", _mib),
+    Setting("FACERUN_GPU_PROGRAM_BUDGET_MB", "MiB", 1024.0,
+            "device memory for one model's compiled programs, least recently used dropped", _mib),
+    Setting("FACERUN_CPU_THREADS", "count", None, "threads of the CPU interpreter, shared between its lanes and "
+            "OpenBLAS; library processes get the cores shared out", _count,
+            "the cores (one while the machine is busy)"),
+    Setting("FACERUN_CPU_REFERENCE", "flag", False,
+            "run the plain NCHW reference interpreter instead of the fast channels-last one", _not_zero),
+    Setting("FACERUN_CPU_ARENA_MB", "whole MiB", 1024,
+            "memory the fast CPU interpreter keeps for programs' arenas, least recently used dropped", _whole_mb),
+    Setting("FACERUN_MAX_TENSOR_MB", "MiB", 4096.0,
+            "the largest tensor a model may compile to (`--max-tensor-mb` wins)", _positive),
+    Setting("FACERUN_MAX_PIXELS", "pixels", 100_000_000.0,
+            "the largest image facerun decodes, checked from its header (`--max-pixels` wins)", _positive,
+            "100000000"),
+    Setting("FACERUN_JPEG", "`pillow`", "", "`pillow`: decode JPEGs with Pillow even where simplejpeg (the `jpeg` "
+            "extra) is installed", _word, "simplejpeg when installed"),
+    Setting("FACERUN_PHOTO_BUCKET", "multiple of 32", 128, "on the GPU, photos run masked in the program of their "
+            "padded size rounded up to this (32: a program per size)", _bucket),
+    Setting("FACERUN_DEBUG", "flag (any value)", False, "show the traceback of an internal error", _any,
+            raw=True),
+    Setting("FACERUN_GPU_INJECT_FAILURE", "`submit` `readback`", "",
+            "tests: make the first GPU submission (or read-back) fail, once", _word, "none"),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def setting(name: str) -> Setting:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"no setting named {name}") from None
+
+
+def default(name: str):
+    """The table's default of `name` (modules take their constants from here)."""
+    return setting(name).default
+
+
+def get(name: str, environ: Mapping[str, str] | None = None):
+    """The value of `name` now: parsed from the environment when set and not empty, else the default."""
+    entry = setting(name)
+    text = (os.environ if environ is None else environ).get(name, "")
+    if not (text if entry.raw else text.strip()):
+        return entry.default
+    value = entry.parse(name, text)
+    return entry.default if value is None else value
+
+
+def is_set(name: str) -> bool:
+    """Whether `name` is in the environment with a value (the cache folder says where it came from)."""
+    setting(name)
+    return bool(os.environ.get(name))
+
+
+def text(name: str) -> str:
+    """The variable's text, stripped ('' when unset): for a launcher passing it on to its children unparsed."""
+    setting(name)
+    return os.environ.get(name, "").strip()
+
+
+def pass_on(values: Mapping[str, str]) -> None:
+    """Set these variables in this process, for what it loads next and the processes it starts: a library worker
+    taking its parent's settings, a Ray actor numbering the GPU it was given. Only this table's names."""
+    for name in values:
+        setting(name)
+    os.environ.update({name: str(value) for name, value in values.items()})
+
+
+def outside(names) -> dict[str, str]:
+    """Other programs' variables that are set, among `names` (a benchmark records what changes its speed)."""
+    return {k: os.environ[k] for k in names if k in os.environ}
+
+
+def cache_root(platform: str | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """facerun's per-user cache folder: $FACERUN_CACHE, else the platform's convention."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if env.get("FACERUN_CACHE"):
+        return get("FACERUN_CACHE", env)  # a raw setting: set exactly when this holds
+    home = Path(env.get("HOME") or Path.home())
+    if platform == "darwin":
+        return home / "Library" / "Caches" / "facerun"
+    if platform.startswith("win"):
+        local = env.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
+        return Path(local) / "facerun" / "Cache"
+    xdg = env.get("XDG_CACHE_HOME", "")
+    # the XDG spec says a relative value is invalid and must be ignored
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".cache"
+    return base / "facerun"
+
+
+# ------------------------------------------------------------------------------------------------ the README's table
+
+BEGIN = "<!-- environment table: generated by `python -m facerun.settings --markdown README.md`; edit settings.py -->"
+END = "<!-- end of environment table -->"
+
+
+def _shown(entry: Setting) -> str:
+    if entry.shown_default is not None:
+        return entry.shown_default
+    value = entry.default
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value in (None, "") else str(value)
+
+
+def markdown() -> str:
+    """The environment table as Markdown, one row per setting."""
+    rows = ["| variable | type | default | effect |", "|---|---|---|---|"]
+    rows += [f"| `{s.name}` | {s.kind} | {_shown(s)} | {s.help} |" for s in SETTINGS]
+    return "\n".join(rows) + "\n"
+
+
+def with_table(document: str, source: str = "README.md") -> str:
+    """`document` with the text between the table's markers replaced by `markdown()`."""
+    start, end = document.find(BEGIN), document.find(END)
+    if start < 0 or end < start:
+        raise FacerunError(f"{source}: no environment table markers ({BEGIN} ... {END})")
+    return document[: start + len(BEGIN)] + "\n" + markdown() + document[end:]
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "--markdown":
+        print("usage: python -m facerun.settings --markdown [FILE ...]  (print the table, or rewrite it in each FILE)",
+              file=sys.stderr)
+        return 2
+    if len(argv) == 1:
+        sys.stdout.write(markdown())
+        return 0
+    from .io import write_text  # io is of this layer; only the command writes files
+
+    for name in argv[1:]:
+        path = Path(name)
+        try:
+            old = path.read_text(encoding="utf-8")
+            new = with_table(old, name)
+        except (OSError, FacerunError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        if new != old:
+            write_text(path, new)
+            print(f"{name}: environment table rewritten", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
