@@ -8,7 +8,7 @@ import sys
 import click
 
 from . import settings
-from .commands.common import allow_software_option
+from .commands.common import accept_allow_software_after, allow_software_option
 from .commands.types import FiniteRange
 from .errors import FacerunError
 
@@ -30,6 +30,19 @@ COMMANDS = {
     "search": "search",
 }
 
+# the commands that can run on the GPU: each accepts --allow-software after its name too
+GPU_COMMANDS = {"detect", "evaluate", "embed", "compare", "identify", "index", "search", "parity", "tune", "bench",
+                "adapter"}
+
+# what Ctrl-C leaves of a command's work, said on the way out (every other command writes its outputs whole at the
+# end, so an interruption leaves nothing)
+INTERRUPTED_KEEPS = {
+    "index": "the photos committed so far stay in the database; the same command again carries on from there",
+    "identify": "nothing was written but the known photos already committed to --known-db, which a re-run reuses",
+    "detect": "the --draw drawings written so far stay, each whole; nothing else was written",
+    "models": "a download stopped part-way resumes where it stopped when fetched again",
+}
+
 
 class FacerunGroup(click.Group):
     """Loads commands lazily (start-up stays fast) and turns facerun errors into one line and exit status 1."""
@@ -41,7 +54,8 @@ class FacerunGroup(click.Group):
         module = COMMANDS.get(name)
         if module is None:
             return None
-        return importlib.import_module(f"facerun.commands.{module}").command
+        command = importlib.import_module(f"facerun.commands.{module}").command
+        return accept_allow_software_after(command) if name in GPU_COMMANDS else command
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """click's main, but a usage error is one `error:` line (with where to find help) and exit status 2."""
@@ -62,7 +76,7 @@ class FacerunGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
-        from .commands.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_NO_GPU, fail
+        from .commands.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_NO_GPU, Interrupted, fail
         from .errors import GpuError
         from .zoo import replicas
 
@@ -80,8 +94,10 @@ class FacerunGroup(click.Group):
             fail(e, EXIT_NO_GPU)
         except FacerunError as e:
             fail(e, EXIT_FAILED)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+        except KeyboardInterrupt as e:
+            kept = str(e) if isinstance(e, Interrupted) and str(e) else \
+                INTERRUPTED_KEEPS.get(ctx.invoked_subcommand, "nothing was written")
+            click.echo(f"interrupted: {kept}", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise

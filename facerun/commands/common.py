@@ -30,6 +30,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)  # messages, progres
 # ------------------------------------------------------------------------------------------ talking to the user
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, carrying what the command kept of its work: the CLI says it instead of its per-command default."""
+
+
 def error_line(message, console: Console | None = None) -> None:
     """`error: <message>` on one line of stderr (or through `console`, e.g. a live progress bar's)."""
     (console or err).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
@@ -90,6 +94,16 @@ def allow_software_option(hidden: bool = False):
                              "FACERUN_ALLOW_SOFTWARE=1 too.")
 
 
+def accept_allow_software_after(command: click.Command) -> click.Command:
+    """Give a command that can use the GPU the hidden `--allow-software` of its own, so the hint every GPU refusal
+    gives (`use --allow-software`) works after the command as well as before it. A command that declares the option
+    itself keeps its own."""
+    if not any(param.name == "allow_software" for param in command.params):
+        command.params.append(click.Option(["--allow-software", "allow_software"], is_flag=True, expose_value=False,
+                                           hidden=True, callback=_accept_software))
+    return command
+
+
 MODELS_HELP = "Look for model files in DIR first (before $FACERUN_MODELS, the cache folder and the shipped models)."
 
 
@@ -131,6 +145,19 @@ def input_shape(net, size: tuple[int, int] | None, batch: int = 1) -> tuple[int,
             raise InputError(f"--size applies to image inputs; {net.label} takes {len(shape)}-D input")
         shape[3], shape[2] = size
     return tuple(shape)
+
+
+def off_card_size(net, size: tuple[int, int] | None) -> str | None:
+    """A warning when an embedder is run at another input size than its card's: the graph may well run (a
+    MobileFaceNet at 640x480 gives a 1x104448 "embedding"), but what comes out is no embedding."""
+    pre = net.card.preprocess
+    if size is None or net.card.kind != "embedder" or pre is None or pre.input_size is None:
+        return None
+    if tuple(size) == tuple(pre.input_size):
+        return None
+    w, h = pre.input_size
+    return (f"{net.label} is an embedder of {w}x{h} faces; at {size[0]}x{size[1]} its output is no embedding, only "
+            "numbers to compare")
 
 
 def sample_input(net, shape, seed: int = 0):

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import FacerunError, InputError
-from .common import err, error_line, finish, json_dumps, out, progress_bar
+from .common import Interrupted, err, error_line, finish, json_dumps, out, plural, progress_bar
 from .types import FiniteRange
 
 ENGINES = ("local", "ray")
@@ -147,8 +147,7 @@ def embed_on_ray(images, settings, out_path: Path | None, as_json: bool) -> None
             raise
         where = folder.abandon(str(e) or type(e).__name__, summary())
         if isinstance(e, KeyboardInterrupt):
-            error_line(f"interrupted; the rows so far are in {where}, marked incomplete")
-            raise
+            raise Interrupted(f"the rows so far are in {where}, marked incomplete") from None
         raise FacerunError(f"{e}; the rows so far are in {where}, marked incomplete") from None
     result = summary()
     written = folder.finish(result)
@@ -158,8 +157,8 @@ def embed_on_ray(images, settings, out_path: Path | None, as_json: bool) -> None
         click.echo(json_dumps({**result, "out": str(written), "complete": True}, indent=2))
     else:
         speed = f", {result['photos_per_s']:.2f} photos/s" if result["photos_per_s"] else ""
-        out.print(f"{tally.photos} photos ({tally.faceless} without a face, {len(tally.failed)} unreadable), "
-                  f"{tally.faces} faces in {result['seconds']:.1f} s{speed}; "
+        out.print(f"{plural(tally.photos, 'photo')} ({tally.faceless} without a face, {len(tally.failed)} "
+                  f"unreadable), {plural(tally.faces, 'face')} in {result['seconds']:.1f} s{speed}; "
                   f"model {result['model']}", markup=False)
         for device in result["devices"]:
             err.print(f"actors on: {device}", markup=False)

@@ -8,9 +8,11 @@ from rich.table import Table
 from ..errors import FacerunError
 from .common import (
     allow_software_option,
+    err,
     finish,
     input_shape,
     models_dir_option,
+    off_card_size,
     out,
     parse_size,
     print_json,
@@ -22,7 +24,8 @@ from .common import (
 @click.argument("model")
 @models_dir_option()
 @click.option("--size", help="Input width x height for image models, e.g. 640x480.")
-@click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 1024),
+              help="Inputs per run: the batch dimension of the seeded input.")
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
               help="The path under test: the CPU interpreter, or the WGSL device path.")
 @click.option("--against", type=click.Choice(["onnxruntime", "cpu"]), default=None,
@@ -45,7 +48,11 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
     if device == "cpu" and against == "cpu":
         raise FacerunError("--device cpu --against cpu compares the interpreter with itself; pick onnxruntime")
     net = load(model, device="gpu" if device == "gpu" else "cpu")
-    shape = input_shape(net, parse_size(size), batch)
+    size = parse_size(size)
+    shape = input_shape(net, size, batch)
+    warning = off_card_size(net, size)
+    if warning:
+        err.print(f"warning: {warning}", markup=False, highlight=False)
     net.program(shape)  # a shape the model cannot take fails here, with facerun's message
     x = sample_input(net, shape, seed)
 
