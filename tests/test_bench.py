@@ -171,7 +171,7 @@ def test_a_wrong_gpu_result_is_marked_failed(fake_gpu):
     assert "parity fails on 1 row(s)" in res.stderr
     # the mark is red where colour is shown
     row = bench.Row(SMALL, "112x112", "gpu", 1, "embedder", median_ms=1.0, cosine_vs_cpu=0.9, ok=False)
-    from facerun.commands.bench import _parity_cell
+    from facerun.commands.bench_models import _parity_cell
 
     assert _parity_cell(row).startswith("[bold red]")
 

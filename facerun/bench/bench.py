@@ -1,6 +1,7 @@
 """Benchmarks: how fast each way of running a model is, and whether it still gives the CPU interpreter's answer.
 
-For every model and input size, one row per *path*:
+For every model and input size, one row per *path* (each one an entry of facerun.bench.paths.MODEL_PATHS, where a
+new path is added):
 
   cpu                the numpy interpreter, batch 1: the reference for both time and parity
   gpu-per-conv       each convolution alone on the GPU, everything else on the CPU (the comparison mode)
@@ -41,21 +42,20 @@ from .. import agree
 from ..errors import FacerunError, InputError
 from ..io import write_json
 from ..zoo.card import ModelCard
+from .paths import MODEL_PATHS, ModelPath, Skip, check_names
 from .saved import RatioRow, compare, load_result
 
-PATHS = ("cpu", "cpu-batch", "gpu-per-conv", "gpu", "gpu-photo", "gpu-batch", "gpu-f16", "gpu-batch-f16",
-         "onnxruntime", "onnxruntime-batch", "onnxruntime-webgpu", "onnxruntime-webgpu-batch", "torch-cuda",
-         "torch-cuda-batch", "torch-cuda-strict", "torch-cuda-strict-batch")
-DEFAULT_PATHS = ("cpu", "gpu-per-conv", "gpu", "gpu-batch", "onnxruntime")
-HALF_PATHS = frozenset({"gpu-f16", "gpu-batch-f16"})  # the model again, its GPU at --precision f16
-GPU_PATHS = frozenset({"gpu-per-conv", "gpu", "gpu-photo", "gpu-batch"}) | HALF_PATHS
-BATCH_PATHS = frozenset({"cpu-batch", "gpu-batch", "gpu-batch-f16", "onnxruntime-batch", "onnxruntime-webgpu-batch",
-                         "torch-cuda-batch", "torch-cuda-strict-batch"})
+PATHS = tuple(MODEL_PATHS)  # the registry's order is the table's
+DEFAULT_PATHS = tuple(name for name, p in MODEL_PATHS.items() if p.default)
+HALF_PATHS = frozenset(name for name, p in MODEL_PATHS.items() if p.half)  # the model again, its GPU at f16
+GPU_PATHS = frozenset(name for name, p in MODEL_PATHS.items() if p.gpu)
+BATCH_PATHS = frozenset(name for name, p in MODEL_PATHS.items() if p.batch)
 # onnxruntime's WebGPU execution provider (the onnxruntime-ep-webgpu plugin): a GPU peer, judged like facerun's GPU
-WEBGPU_PATHS = frozenset({"onnxruntime-webgpu", "onnxruntime-webgpu-batch"})
+WEBGPU_PATHS = frozenset(name for name in MODEL_PATHS if name.startswith("onnxruntime-webgpu"))
 # torch on CUDA running facerun's program (facerun.bench.torch_peer), judged like facerun's GPU
-TORCH_PATHS = frozenset({"torch-cuda", "torch-cuda-batch", "torch-cuda-strict", "torch-cuda-strict-batch"})
-PEER_GPU_PATHS = WEBGPU_PATHS | TORCH_PATHS
+TORCH_PATHS = frozenset(name for name in MODEL_PATHS if name.startswith("torch-cuda"))
+PEER_GPU_PATHS = frozenset(name for name, p in MODEL_PATHS.items() if p.peer_gpu)
+REFERENCE = next(name for name, p in MODEL_PATHS.items() if p.reference)  # "cpu": the speed-ups' base
 DEFAULT_REPLICAS = ("yunet-arch", "sface-arch", "auraface-arch")
 DEFAULT_SIZES = ((640, 640),)  # YuNet's training crop, and the size its published benchmarks use
 
@@ -81,9 +81,7 @@ class Settings:
     seed: int = 0
 
     def check(self) -> None:
-        unknown = [p for p in self.paths if p not in PATHS]
-        if unknown:
-            raise InputError(f"unknown path {', '.join(unknown)} (paths: {', '.join(PATHS)})")
+        check_names(self.paths, MODEL_PATHS)
         if not self.paths:
             raise InputError("no paths to benchmark")
         if self.batch < 1 or self.repeat < 1 or self.warmup < 0 or self.budget < 0:
@@ -283,7 +281,7 @@ class _Case:
     def photo(self) -> np.ndarray:
         """The input as a photo (H x W x 3 uint8 RGB) whose YuNet blob is the input rounded: for gpu-photo."""
         if not (self.kind == "detector" and (self.net.card.family or "").startswith("yunet")):
-            raise _Skip("the photo path lays out YuNet's input (the raw BGR photo); this model is fed otherwise")
+            raise Skip("the photo path lays out YuNet's input (the raw BGR photo); this model is fed otherwise")
         if not hasattr(self, "_photo"):
             bgr = np.clip(np.rint(self.x[0]), 0, 255).astype(np.uint8).transpose(1, 2, 0)
             self._photo = np.ascontiguousarray(bgr[:, :, ::-1])
@@ -297,14 +295,12 @@ class _Case:
             self._refs["photo"] = dict(self.net.run_cpu(make_blob(self.photo())))
         return self._refs["photo"]
 
-    def pairs(self, out: dict, batch: int, path: str = "") -> list[tuple[dict, dict]]:
-        if path == "gpu-photo":
+    def pairs(self, out: dict, batch: int, path: ModelPath) -> list[tuple[dict, dict]]:
+        if path.photo:
             return [(out, self.photo_reference())]
         if batch == 1:
             return [(out, self.reference(0))]
         return [(_items(out, self.names, batch, i), self.reference(i)) for i in (0, batch - 1)]
-
-    # -- runners: each returns (fn, program run) or raises _Skip --------------------------------------------------
 
     def half_net(self):
         """The model loaded again with its GPU at --precision f16 (for the -f16 paths), once."""
@@ -314,90 +310,45 @@ class _Case:
             try:
                 self._half = load(self.net.card, device="auto", precision="f16")
             except FacerunError as e:
-                self._half = _Skip(f"no f16 model: {e}")
-        if isinstance(self._half, _Skip):
+                self._half = Skip(f"no f16 model: {e}")
+        if isinstance(self._half, Skip):
             raise self._half
         return self._half
 
-    def runner(self, path: str):
-        net, x = self.net, self.x
-        if path in HALF_PATHS:
+    def net_for(self, path: ModelPath):
+        """The model `path` runs on (the f16 one for the -f16 paths); Skip when it needs a GPU the model lacks."""
+        net = self.net
+        if path.half:
             if net.gpu is None:
-                raise _Skip(f"no GPU: {net.gpu_reason or 'not attached'}")
-            net, path = self.half_net(), path.removesuffix("-f16")
-        if path in GPU_PATHS and net.gpu is None:
-            raise _Skip(f"no GPU: {net.gpu_reason or 'not attached'}")
-        xb = self.xb if path in BATCH_PATHS else None
-        if path == "cpu":
-            return lambda: net.run_cpu(x), None
-        if path == "cpu-batch":
-            return lambda: net.run_batch(xb, device="cpu"), None
-        if path == "gpu":
-            return lambda: net.run(x), net.program(x.shape)
-        if path == "gpu-photo":
-            photo = self.photo()
-            from ..face.yunet import make_blob
+                raise Skip(f"no GPU: {net.gpu_reason or 'not attached'}")
+            net = self.half_net()
+        if path.gpu and net.gpu is None:
+            raise Skip(f"no GPU: {net.gpu_reason or 'not attached'}")
+        return net
 
-            return lambda: net.run_photo(photo, x.shape, make_blob), net.program(x.shape)
-        if path == "gpu-per-conv":
-            return lambda: net.run_per_conv(x), None
-        if path == "gpu-batch":
-            prog = net.program(xb.shape if net.batch_free else x.shape)
-            return lambda: net.run_batch(xb), prog
-        if path in ("onnxruntime", "onnxruntime-batch") or path in WEBGPU_PATHS:
-            sess = self._session("webgpu" if path in WEBGPU_PATHS else "cpu")
-            feed = net.input_name
-            if path in ("onnxruntime", "onnxruntime-webgpu"):
-                return lambda: _ort(sess, {feed: x}), None
-            if net.batch_free:
-                return lambda: _ort(sess, {feed: xb}), None
-            # a file fixed at batch 1 runs item by item, as facerun's run_batch does
-            return lambda: _ort_items(sess, feed, xb, self.names), None
-        if path in TORCH_PATHS:
-            return self._torch(path, xb), None
-        raise _Skip(f"unknown path {path}")
+    def runner(self, path: ModelPath):
+        """(the function to time, the GPU program it runs or None) for `path`, or Skip with the reason."""
+        return path.make(self, self.net_for(path))
 
-    def _torch(self, path: str, xb):
-        from . import torch_peer
-
-        try:
-            return torch_peer.bench_runner(self.net, path, self.x, xb, self.names, self.sessions)
-        except torch_peer.Skipped as e:
-            raise _Skip(str(e)) from None
-
-    def _session(self, provider: str = "cpu"):
+    def session(self, provider: str = "cpu"):
+        """onnxruntime's session of the model on `provider` ("cpu" or "webgpu"), made once per model."""
         from . import oracle
 
         key = f"session-{provider}"
         if key not in self.sessions:
             if not oracle.available():
-                self.sessions[key] = _Skip("onnxruntime is not installed (pip install 'facerun[oracles]')")
+                self.sessions[key] = Skip("onnxruntime is not installed (pip install 'facerun[oracles]')")
             elif provider == "webgpu" and oracle.webgpu_available():
-                self.sessions[key] = _Skip(oracle.webgpu_available())
+                self.sessions[key] = Skip(oracle.webgpu_available())
             else:
                 try:
                     self.sessions[key] = oracle.session(self.net.path, provider=provider)
                 except Exception as e:  # onnxruntime rejects some files facerun runs
-                    self.sessions[key] = _Skip(f"onnxruntime cannot load it: {str(e).strip().splitlines()[-1][:200]}")
+                    self.sessions[key] = Skip(f"onnxruntime cannot load it: {str(e).strip().splitlines()[-1][:200]}")
         s = self.sessions[key]
-        if isinstance(s, _Skip):
+        if isinstance(s, Skip):
             raise s
         return s
-
-
-class _Skip(Exception):
-    """A path that cannot run here; the message goes into the row's note."""
-
-
-def _ort(sess, feeds):
-    from . import oracle
-
-    return oracle.run(sess, feeds)
-
-
-def _ort_items(sess, feed, xb, names):
-    outs = [_ort(sess, {feed: xb[i:i + 1]}) for i in range(xb.shape[0])]
-    return {n: np.concatenate([o[n] for o in outs]) for n in names}
 
 
 def _gpu_fallback(net, prog) -> tuple[str, bool] | None:
@@ -411,9 +362,10 @@ def _gpu_fallback(net, prog) -> tuple[str, bool] | None:
     return None
 
 
-def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str) -> Row:
-    batch = settings.batch if path in BATCH_PATHS else 1
-    row = Row(label, size, path, batch, case.kind)
+def bench_row(case: _Case, name: str, settings: Settings, size: str, label: str) -> Row:
+    path = MODEL_PATHS[name]
+    batch = settings.batch if path.batch else 1
+    row = Row(label, size, name, batch, case.kind)
     try:
         row.macs = int(case.net.program(case.shape).macs)
     except Exception:  # an odd step without a cost model must not cost the row
@@ -422,15 +374,15 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
         fn, prog = case.runner(path)
         gc.collect()
         times, out = time_runs(fn, settings.repeat, settings.warmup, settings.budget, WARMUP_SECONDS)
-    except _Skip as e:
+    except Skip as e:
         row.note = str(e)
         return row
     except FacerunError as e:
         row.note = f"failed: {e}"
         row.ok = False
         return row
-    if path in GPU_PATHS:
-        fallback = _gpu_fallback(case.half_net() if path in HALF_PATHS else case.net, prog)
+    if path.gpu:
+        fallback = _gpu_fallback(case.half_net() if path.half else case.net, prog)
         if fallback is not None:
             row.note, failed = fallback
             row.ok = False if failed else None
@@ -441,17 +393,14 @@ def bench_row(case: _Case, path: str, settings: Settings, size: str, label: str)
     row.p10_ms = float(np.percentile(ms, 10))
     row.p90_ms = float(np.percentile(ms, 90))
     row.per_face_ms = row.median_ms / batch
-    if path == "cpu":
+    if path.reference:
         row.ok = True  # the reference itself
         row.note = "reference"
         case._refs.setdefault(0, dict(out))
         return row
-    tolerance = GPU_TOLERANCE if path in GPU_PATHS or path in PEER_GPU_PATHS else agree.TOLERANCE
-    half = path in HALF_PATHS
     try:
         row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch, path), case.names,
-                                                                 agree.GPU_F16_TOLERANCE if half else tolerance,
-                                                                 agree.MIN_COSINE_F16 if half else agree.MIN_COSINE)
+                                                                 path.tolerance, path.min_cosine)
     except FacerunError as e:
         row.note = f"no parity: {e}"
     return row
@@ -535,7 +484,7 @@ def run(specs: list[ModelSpec], settings: Settings | None = None,
             # GPU paths are timed first: right after the CPU rows, lingering CPU-side work (BLAS threads spinning down)
             # made the same GPU run 2.5 times slower on the H200 (1.33 vs 3.27 ms). The table keeps the asked order.
             paths = plan_paths(m.kind, settings)
-            for path in sorted(paths, key=lambda p: (p not in GPU_PATHS and p not in PEER_GPU_PATHS, paths.index(p))):
+            for path in sorted(paths, key=lambda p: (not MODEL_PATHS[p].on_device, paths.index(p))):
                 plan.append((m, shape, path))
     result = BenchResult(machine_info(), device_info(True if settings.allow_software else None),
                          _settings_json(settings))
@@ -573,11 +522,11 @@ def run(specs: list[ModelSpec], settings: Settings | None = None,
 
 
 def _speedups(rows: list[Row]) -> None:
-    cpu = {(r.model, r.size): r.median_ms for r in rows if r.path == "cpu" and r.median_ms}
+    cpu = {(r.model, r.size): r.median_ms for r in rows if r.path == REFERENCE and r.median_ms}
     for r in rows:
         base = cpu.get((r.model, r.size))
         if base and r.per_face_ms:
-            r.speedup_vs_cpu = 1.0 if r.path == "cpu" else base / r.per_face_ms
+            r.speedup_vs_cpu = 1.0 if r.path == REFERENCE else base / r.per_face_ms
 
 
 def _note_gpu_use(device: dict, loaded: list[Loaded], settings: Settings) -> None:

@@ -1,24 +1,58 @@
-"""`facerun bench --photos DIR`: the library benchmark's table and where its time goes."""
+"""`facerun bench photos DIR`: the library benchmark's table and where its time goes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import click
 from rich import box
 from rich.table import Table
 
-from .common import err, out, print_json
+from ..bench.paths import PHOTO_PATHS, split
+from .bench_table import print_table
+from .common import allow_software_option, err, models_dir_option, out, print_json
+
+DEFAULT_PATHS = ",".join(name for name, p in PHOTO_PATHS.items() if p.default)
+PATHS_HELP = ("Comma-separated paths to run, from: "
+              + "; ".join(f"{name} ({p.help})" for name, p in PHOTO_PATHS.items()) + ".")
 
 
-def run_photos(folder: Path, paths_text, detector_model, embed_model, batch: int, workers, allow_software: bool,
+@click.command("photos", short_help="The library run over a folder of photos, path by path.")
+@click.argument("folder", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--paths", "paths_text", default=DEFAULT_PATHS, show_default=True, help=PATHS_HELP)
+@click.option("--model", "detector_model", default=None, metavar="DET",
+              help="The YuNet detector (default yunet-2023mar).")
+@click.option("--embed", "embed_model", default=None, metavar="MODEL",
+              help="Also align and embed every face with this embedder, --batch faces per call: each facerun path "
+                   "gives a second row, PATH+embed.")
+@click.option("--batch", default=16, show_default=True, type=click.IntRange(1, 4096),
+              help="Faces per embedding call (with --embed).")
+@click.option("--workers", type=click.IntRange(0, 64), default=None,
+              help="Decoding threads (default: the cores but one, at most 8); also opencv-threads' threads "
+                   "(default: the cores).")
+@click.option("--processes", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Processes of the *-processes paths.")
+@models_dir_option()
+@allow_software_option(hidden=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def command(folder, paths_text, detector_model, embed_model, batch, workers, processes, allow_software, as_json):
+    """Detect (and with --embed, embed) every photo of DIR (searched recursively) on each path, a row per path.
+
+    Columns: photos/s and faces/s over the row's wall time, the first photo's ms (after the models are loaded and
+    the device created), faces, distinct network input sizes, GPU checks (CPU agreement runs), step programs
+    compiled, busy seconds by stage summed over the threads doing it (decode, compile, detect, post, align, embed)
+    and the wall time, and whether the faces are the cpu row's, photo by photo (the same count, each face at IoU >=
+    0.95 and score within 1e-3). Under the table each row says where its time goes. A GPU or OpenCV path that cannot
+    run here says why. `--json` gives every field (README: `facerun bench`).
+
+    The old spelling `facerun bench --photos DIR [options]` runs this too."""
+    run_photos(folder, split(paths_text), detector_model, embed_model, batch, workers, as_json, processes)
+
+
+def run_photos(folder: Path, paths: tuple[str, ...], detector_model, embed_model, batch: int, workers,
                as_json: bool, processes: int = 4) -> None:
-    from ..bench.photos import DEFAULT_PHOTO_PATHS, bench_photos
+    from ..bench.photos import bench_photos
 
-    if allow_software:
-        from ..gpu import allow_software as allow
-
-        allow(True)
-    paths = DEFAULT_PHOTO_PATHS if paths_text is None else tuple(p.strip() for p in paths_text.split(",") if p.strip())
     with err.status("") as status:
 
         def on_row(path):
@@ -61,9 +95,7 @@ def print_photos(result: dict) -> None:
         notes.append(f"{r['path']} ({r['device']}): {r['bottleneck']}")
         if r["skipped"]:
             notes.append(f"{r['path']}: {r['skipped']}")
-    from .bench import _print_table
-
-    _print_table(table)
+    print_table(table)
     for line in notes:
         out.print(line, markup=False)
     out.print("stage seconds are busy time summed over the threads doing the stage; total is the wall time",

@@ -1,0 +1,286 @@
+"""The rows of `facerun bench photos`: one path's run over a folder of photos (facerun's library run in threads,
+one photo after another, or over processes; OpenCV's FaceDetectorYN), with what it counted and where its time went.
+Which path runs which row is facerun.bench.paths' PHOTO_PATHS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import counters
+from ..errors import FacerunError
+
+STAGE_COLUMNS = ("decode", "compile", "detect", "post", "align", "embed", "total")
+
+
+@dataclass(frozen=True)
+class PhotoJob:
+    """What every row of one run shares: the photos, the detector, and how wide to run."""
+
+    photos: list
+    detector_model: object = None  # None: the default YuNet
+    batch: int = 16  # faces per embedding call
+    workers: int = 0  # decoding threads of the library run
+    processes: int = 4  # of the *-processes paths
+    opencv_threads: int = 2  # of opencv-threads
+
+
+@dataclass
+class PhotoRow:
+    path: str
+    photos: int = 0
+    faces: int = 0
+    distinct_sizes: int = 0
+    photos_per_s: float | None = None
+    faces_per_s: float | None = None
+    first_photo_ms: float | None = None
+    gpu_checks: int = 0  # CPU agreement runs: whole-network checks plus single-layer checks of new kernel variants
+    gpu_whole_checks: int = 0
+    programs_compiled: int = 0  # step programs (one per input size and model)
+    gpu_programs_compiled: int = 0
+    pipelines_created: int = 0
+    programs_evicted: int = 0
+    workers: int = 0
+    processes: int = 1
+    device: str = ""
+    one_off_seconds: dict = field(default_factory=dict)  # seconds of the one-off work above (facerun.counters)
+    seconds: dict = field(default_factory=dict)  # busy seconds per stage (summed over threads), total = wall
+    agree_with_cpu: dict | None = None
+    bottleneck: str = ""
+    skipped: str | None = None
+    faces_by_photo: list = field(default_factory=list, repr=False)  # [(score, box)] per photo, for agreement
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in vars(self).items() if k != "faces_by_photo"}
+        return d
+
+
+def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial: bool = False) -> PhotoRow:
+    """facerun's library run on `device` ("cpu" or "gpu"): pipelined over job.workers decoding threads, or `serial`,
+    one photo after another (the loop facerun ran before the pipeline)."""
+    from ..face.detect import Detector
+    from ..face.embed import Embedder
+    from ..face.library import LibraryStats, iter_photo_faces
+
+    photos, detector_model, batch = job.photos, job.detector_model, job.batch
+    row = PhotoRow(name + ("+embed" if embed_model is not None else ""), workers=0 if serial else job.workers)
+    models = _models(row, device, lambda: (Detector(detector_model, device=device),
+                                           Embedder(embed_model, device=device) if embed_model is not None else None))
+    if models is None:
+        return row
+    detector, embedder = models
+    row.device = detector.device
+    before = counters.snapshot()
+    stats = LibraryStats()  # the clock starts here: models loaded, the device created
+    with _garbage_collection() as collected:
+        for photo in iter_photo_faces(photos, detector, embedder, batch=batch, all_faces=True, stats=stats,
+                                      workers=row.workers):
+            row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
+    paid = counters.since(before)
+    paid["garbage_collection_s"] = collected[0]
+    wall = _fill(row, stats, paid)
+    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads)
+    if device == "gpu" and detector.device == "cpu":
+        row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
+    return row
+
+
+def _models(row: PhotoRow, device: str, load) -> tuple | None:
+    """load()'s models, or None with the row marked skipped when a GPU path cannot load them (on the CPU the error
+    is the command's)."""
+    try:
+        return load()
+    except FacerunError as e:
+        if device != "gpu":
+            raise
+        row.skipped = str(e)
+        return None
+
+
+def _fill(row: PhotoRow, stats, paid: dict) -> float:
+    """The row's figures from a run's LibraryStats and the one-off work it counted (facerun.counters); the wall time."""
+    wall = max(stats.wall_s, 1e-9)
+    row.photos, row.faces, row.distinct_sizes = stats.photos, stats.faces, len(stats.sizes)
+    row.photos_per_s, row.faces_per_s = stats.photos / wall, stats.faces / wall
+    row.first_photo_ms = None if stats.first_photo_s is None else stats.first_photo_s * 1000.0
+    row.gpu_whole_checks = paid.get("gpu_checks", 0)
+    row.gpu_checks = row.gpu_whole_checks + paid.get("gpu_variant_checks", 0)
+    row.programs_compiled = paid.get("programs_compiled", 0)
+    row.gpu_programs_compiled = paid.get("gpu_programs_compiled", 0)
+    row.pipelines_created = paid.get("pipelines_created", 0)
+    row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
+    row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
+    row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
+    return wall
+
+
+def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> PhotoRow:
+    """The library run over job.processes processes: the clock starts before they are spawned, so their start-up
+    (imports, device, check) is in every figure; the checks and programs are theirs, summed."""
+    from ..face.detect import _card
+    from ..face.embed import Embedder
+    from ..face.library import LibraryStats
+    from ..face.processes import iter_photo_faces_in_processes
+
+    photos, detector_model, batch, processes = job.photos, job.detector_model, job.batch, job.processes
+    row = PhotoRow(name + ("+embed" if embed_model is not None else ""), processes=processes)
+    models = _models(row, device, lambda: (Embedder(embed_model, device=device) if embed_model is not None else None,))
+    if models is None:
+        return row
+    embedder = models[0]
+    options = {"model": str(_card(detector_model).path), "device": device, "for_alignment": embedder is not None}
+    stats = LibraryStats()
+    devices = set()
+    try:
+        for photo in iter_photo_faces_in_processes(photos, options, processes, embedder=embedder, batch=batch,
+                                                   all_faces=True, stats=stats):
+            row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
+            if photo.device:
+                devices.add(photo.device)
+    except FacerunError as e:
+        if device == "gpu":
+            row.skipped = str(e)
+            return row
+        raise
+    wall = _fill(row, stats, stats.counted)  # what the processes counted, summed
+    row.device = "; ".join(sorted(devices)) + f" x {processes} processes"
+    busiest = max(("decode", "detect", "post", "align"), key=lambda k: stats.seconds[k])
+    row.bottleneck = (f"{processes} processes, wall {wall:.2f} s including their start-up; busiest stage over them: "
+                      f"{busiest} {stats.seconds[busiest] / (wall * processes):.0%} of their time; the embedding "
+                      f"here {stats.seconds['embed'] / wall:.0%}")
+    if device == "gpu" and not any(d != "cpu" for d in devices):
+        row.skipped = "the GPU was not used in the processes"
+    return row
+
+
+@contextlib.contextmanager
+def _garbage_collection():
+    """[seconds Python's cyclic garbage collector ran] over the block (it stops every thread while it runs)."""
+    seconds, started = [0.0], [0.0]
+
+    def timed(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            seconds[0] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(timed)
+    try:
+        yield seconds
+    finally:
+        gc.callbacks.remove(timed)
+
+
+def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: int = 1) -> str:
+    """Where the time goes, in words: each thread group's busy share of the wall time, the busiest first."""
+    if serial:
+        groups = {"decode": seconds["decode"], "detect": seconds["compile"] + seconds["detect"] + seconds["post"],
+                  "align + embed": seconds["align"] + seconds["embed"]}
+        parts = [f"{name} {s / wall:.0%}" for name, s in sorted(groups.items(), key=lambda kv: -kv[1])]
+        return "one thread: " + ", ".join(parts)
+    groups = {
+        f"decode + compile ({workers} thread{'s' if workers > 1 else ''})":
+            (seconds["decode"] + seconds["compile"]) / workers,
+        "network thread (detect + embed)": seconds["detect"] + seconds["embed"],
+        f"post ({posters} thread{'s' if posters > 1 else ''}: NMS + align)":
+            (seconds["post"] + seconds["align"]) / posters,
+    }
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1])
+    return "bound by " + ranked[0][0] + "; busy: " + ", ".join(f"{name} {s / wall:.0%}" for name, s in ranked)
+
+
+def opencv_row(photos: list, detector_model, threads: int = 1) -> PhotoRow:
+    """cv2.FaceDetectorYN over the same decoded photos, shrunk the same way (images.load_photo_shrunk, as facerun's
+    detect-only library run decodes them: large JPEGs scaled down in the decoder), with the detector's default
+    thresholds: one photo after another with OpenCV's own threads inside (`opencv`), or `threads` photos at once,
+    each thread decoding and detecting with a FaceDetectorYN of its own (`opencv-threads`)."""
+    row = PhotoRow("opencv" if threads <= 1 else "opencv-threads", workers=threads if threads > 1 else 0)
+    try:
+        import cv2
+    except ImportError:
+        row.skipped = "OpenCV is not installed (pip install opencv-python-headless)"
+        return row
+    from ..face import yunet
+    from ..face.detect import DEFAULT_MAX_SIDE, _card
+    from ..face.families import family_of
+    from ..face.images import load_photo_shrunk
+
+    model = _card(detector_model).path
+    if not isinstance(family_of(model), yunet.YuNet):
+        row.skipped = f"cv2.FaceDetectorYN runs YuNet models; {model.name} is another family"
+        return row
+
+    def create():
+        return cv2.FaceDetectorYN.create(str(model), "", (320, 320), 0.6, 0.3, 5000)
+
+    local = threading.local()  # each thread's own detector; this one's made here, before the clock starts
+    try:
+        local.yn = create()
+    except cv2.error as e:
+        row.skipped = f"OpenCV cannot load {model.name}: {str(e).strip().splitlines()[-1]}"
+        return row
+    row.device = f"cpu (OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads" + (
+        f", {threads} photos at once)" if threads > 1 else ")")
+
+    def fit(width: int, height: int):
+        return yunet.shrunk_size(width, height, DEFAULT_MAX_SIDE)
+
+    def one(path):
+        """(faces, decode s, detect s, padded size) of one photo, on this thread's own detector."""
+        yn = getattr(local, "yn", None)
+        if yn is None:
+            yn = local.yn = create()
+        t0 = time.perf_counter()
+        try:
+            small, (width, height) = load_photo_shrunk(path, fit)
+        except FacerunError:
+            return [], time.perf_counter() - t0, 0.0, None
+        sx, sy = small.shape[1] / width, small.shape[0] / height
+        bgr = np.ascontiguousarray(small[:, :, 2::-1])
+        t1 = time.perf_counter()
+        yn.setInputSize((bgr.shape[1], bgr.shape[0]))
+        _, found = yn.detect(bgr)
+        t2 = time.perf_counter()
+        faces = []
+        for r in (found if found is not None else []):
+            box = (r[0] / sx, r[1] / sy, r[2] / sx, r[3] / sy)
+            faces.append((float(r[14]), tuple(float(v) for v in box)))
+        return faces, t1 - t0, t2 - t1, yunet.padded_size(*bgr.shape[:2])
+
+    seconds = dict.fromkeys(STAGE_COLUMNS, 0.0)
+    sizes = set()
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="facerun-opencv") if threads > 1 else None
+    start = time.perf_counter()
+    try:
+        for faces, decode_s, detect_s, size in (pool.map(one, photos) if pool is not None else map(one, photos)):
+            seconds["decode"] += decode_s
+            seconds["detect"] += detect_s
+            if size is not None:
+                sizes.add(size)
+            row.faces_by_photo.append(faces)
+            if row.first_photo_ms is None:
+                row.first_photo_ms = (time.perf_counter() - start) * 1000.0
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    wall = max(time.perf_counter() - start, 1e-9)
+    row.photos, row.faces = len(photos), sum(len(f) for f in row.faces_by_photo)
+    row.distinct_sizes = len(sizes)
+    row.photos_per_s, row.faces_per_s = row.photos / wall, row.faces / wall
+    row.seconds = {k: round(v, 4) for k, v in seconds.items()} | {"total": round(wall, 4)}
+    if pool is None:
+        row.bottleneck = bottleneck(seconds, wall, 1, True)
+    else:
+        share = {k: seconds[k] / wall / threads for k in ("decode", "detect")}
+        row.bottleneck = (f"{threads} threads, each decoding and detecting: busy {sum(share.values()):.0%} of their "
+                          f"time (decode {share['decode']:.0%}, detect {share['detect']:.0%})")
+    return row
+
+
