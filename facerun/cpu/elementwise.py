@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import program as P
+from .padding import padder
 
 
 def _slope_pick(x: np.ndarray, slope: np.ndarray, tmp: np.ndarray, pick=None):
@@ -173,8 +174,6 @@ def binary(st: P.Binary, a, b, out: np.ndarray):
 
 def maxpool(st: P.Pool, x: np.ndarray, out: np.ndarray, scratch):
     """Max over the window taps of channels-last x, padded with -inf where the windows reach past it."""
-    from .conv import padder
-
     _, h, w, _ = x.shape
     _, oh, ow, _ = out.shape
     (kh, kw), (sh, sw), (dh, dw) = st.kernel, st.stride, st.dilation

@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import program as P
 from . import lanes
-from .conv import bands, dealt, padder, product, threaded
+from .conv import bands, dealt, product, threaded
+from .padding import padder
 
 # Bytes of transformed tiles per block (the largest of the patch, transform and product buffers).
 TILE_BLOCK_BYTES = 1 << 20
