@@ -9,6 +9,7 @@ Routes (each GET is logged as (path, Range header, status) in `server.log`):
   /stall       headers and a few bytes, then silence until the server stops (the client must time out)
   /endless     the model, then zeros without end and no Content-Length (the client must stop at the known size)
   /trickle     the model one byte at a time (each read is quick; only an overall deadline ends it)
+  /drip        the model one byte a second: each byte comes well within any socket timeout
   anything else: 404
 
 The server runs in a daemon thread and always stops: on leaving the `with` block, or after `max_seconds`.
@@ -17,7 +18,6 @@ The server runs in a daemon thread and always stops: on leaving the `with` block
 from __future__ import annotations
 
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -118,6 +118,8 @@ def _handler_for(server: ModelServer):
                 self._send(200, payload, path, range_header, length=False, forever=True)
             elif path == "/trickle":  # a byte at a time: every read is quick, the whole would take hours
                 self._send(200, payload, path, range_header, trickle=True)
+            elif path == "/drip":  # a byte a second: a read of a whole chunk would wait days
+                self._send(200, payload, path, range_header, trickle=True, pause=1.0)
             elif path == "/stall":
                 self._send(200, payload, path, range_header, stop_after=1024, stall=True)
             else:
@@ -135,7 +137,7 @@ def _handler_for(server: ModelServer):
                        content_range=f"bytes {start}-{len(payload) - 1}/{len(payload)}")
 
         def _send(self, status, body, path, range_header, stop_after=None, stall=False, content_range=None,
-                  length=True, forever=False, trickle=False):
+                  length=True, forever=False, trickle=False, pause=0.01):
             server.record(path, range_header, status)
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
@@ -151,8 +153,7 @@ def _handler_for(server: ModelServer):
                     for i in range(len(body)):
                         self.wfile.write(body[i : i + 1])
                         self.wfile.flush()
-                        time.sleep(0.01)
-                        if server._stop.is_set():
+                        if server._stop.wait(pause):
                             return
                 else:
                     self.wfile.write(body if stop_after is None else body[:stop_after])

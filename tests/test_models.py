@@ -443,6 +443,21 @@ def test_fetch_has_an_overall_deadline(tmp_path, server):
         find.fetch("yunet-2023mar", dest, url=server.url("trickle"), backoff=0, timeout=5, deadline=1.5)
 
 
+def test_fetch_keeps_its_deadline_against_a_byte_a_second(tmp_path, server):
+    """Each byte of /drip comes within the socket timeout, so only a deadline kept inside a read can stop it (a read
+    of a whole chunk waited 18 hours there)."""
+    import time
+
+    dest = tmp_path / "dest"
+    start = time.monotonic()
+    result = _run("fetch", "yunet-2023mar", "--url", server.url("drip"), "--dest", str(dest), "--timeout", "5",
+                  "--deadline", "2")
+    took = time.monotonic() - start
+    assert result.exit_code == 1 and "within the 2 s deadline" in result.stderr, result.output
+    assert took < 4.5, f"stopped after {took:.1f} s, past the 2 s deadline"
+    assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_two_fetches_into_one_folder_both_succeed(tmp_path, server, yunet_bytes):
     import threading
 

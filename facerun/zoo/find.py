@@ -316,7 +316,10 @@ def _download_into(part: Path, url: str, expected: int | None, progress, timeout
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     try:
-        response = urllib.request.urlopen(request, timeout=timeout)
+        left = None if ends is None else ends - time.monotonic()
+        if left is not None and left <= 0:
+            raise ModelError(f"cannot download {url}: not done within the {deadline:g} s deadline")
+        response = urllib.request.urlopen(request, timeout=timeout if left is None else max(min(timeout, left), 0.01))
     except urllib.error.HTTPError as e:
         e.close()
         if e.code == 416 and offset:  # our partial does not fit the server's file: start over
@@ -350,14 +353,23 @@ def _download_into(part: Path, url: str, expected: int | None, progress, timeout
         if mode == "wb":
             part.unlink(missing_ok=True)
         try:
+            sock = _socket_of(response)
             with _open_partial(part, append=mode == "ab") as out:
                 while True:
-                    if ends is not None and time.monotonic() > ends:
-                        raise ModelError(f"cannot download {url}: not done within the {deadline:g} s deadline "
-                                         f"({done} bytes so far)")
+                    late = ModelError(f"cannot download {url}: not done within the {deadline:g} s deadline "
+                                      f"({done} bytes so far)")
+                    left = None if ends is None else ends - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise late
+                    if sock is not None and left is not None:
+                        sock.settimeout(max(min(timeout, left), 0.01))  # a silent server cannot outlast the deadline
                     try:
-                        chunk = response.read(_CHUNK)
+                        # read1: whatever has arrived (at most a chunk), so a server sending a byte at a time meets
+                        # the deadline check above after each byte, not after a whole chunk
+                        chunk = response.read1(_CHUNK)
                     except (OSError, http.client.HTTPException) as e:
+                        if ends is not None and time.monotonic() >= ends:
+                            raise late from None
                         raise _Retry(_describe(e)) from None
                     if not chunk:
                         break
@@ -376,6 +388,14 @@ def _download_into(part: Path, url: str, expected: int | None, progress, timeout
             raise ModelError(f"cannot write {part}: {e.strerror or e}") from None
     if total is not None and done < total:
         raise _Retry(f"the connection ended after {done} of {total} bytes")
+
+
+def _socket_of(response):
+    """The socket under an urllib response (its reads' timeout is set from what is left of the deadline), or None
+    where the response is not over a plain socket."""
+    raw = getattr(getattr(response, "fp", None), "raw", None)
+    sock = getattr(raw, "_sock", None)
+    return sock if hasattr(sock, "settimeout") else None
 
 
 def _usable_partial(part: Path) -> int:
