@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..people.index import LOST_REFUSE_MIN
 from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
 from .engine import engine_options, local_processes, photo_faces_in_processes, ray_settings
@@ -23,7 +24,7 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
 
 
 @click.command("index")
-@click.argument("photos", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("photos", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The face database (SQLite), made if missing.")
 @embedder_options
@@ -33,17 +34,41 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
               help="Photos per transaction: a killed run loses at most these, never part of a photo.")
 @click.option("--wait", type=FiniteRange(min=0), default=0.0, show_default=True,
               help="Seconds to wait for another process writing the same database before refusing.")
-@click.option("--keep-missing", is_flag=True, help="Keep photos that are gone from disk (default: drop them).")
+@click.option("--prune", is_flag=True,
+              help="Delete the photos marked missing under PHOTOS (without PHOTOS: all of them) and their faces, "
+                   "and say how many. Names given with `cluster --name` stay.")
+@click.option("--allow-missing", is_flag=True,
+              help="Go on when a folder is empty, unreadable or has lost more than half of its indexed photos "
+                   f"(at least {LOST_REFUSE_MIN}); refused by default, since an unmounted drive looks like that. "
+                   "Its photos not found are then marked missing (deleted with --prune).")
+@click.option("--list-missing", is_flag=True,
+              help="List the photos marked missing (under PHOTOS when given) instead of indexing; with --json "
+                   '{"db", "missing": [{"image", "missing_since", "faces", "sha256"}]}.')
+@click.option("--keep-missing", is_flag=True, hidden=True,
+              help="Kept for old scripts: photos not found are always kept (marked missing) unless --prune.")
 @click.option("--json", "as_json", is_flag=True,
-              help='Print {"added","changed","unchanged","removed","failed","faces","seconds","photos_per_s",'
-                   '"db","model","photos_total","faces_total"} (with --engine ray also "engine","devices").')
+              help='Print {"added","changed","unchanged","missing","back","removed","removed_faces","failed",'
+                   '"faces","seconds","photos_per_s","links_followed","skipped","skipped_paths","db","model",'
+                   '"photos_total","faces_total","photos_missing","faces_missing"} (with --engine ray also '
+                   '"engine","devices").')
 @engine_options
 def command(photos, db_path, model, device, detector_model, input_size, mean, std, bgr, batch, commit_every, wait,
-            keep_missing, as_json, engine, ray_address, workers, gpus_per_worker, processes):
+            prune, allow_missing, list_missing, keep_missing, as_json, engine, ray_address, workers,
+            gpus_per_worker, processes):
     """Index every face of the PHOTOS (files, or folders searched recursively) into the database --db.
 
     A re-run skips unchanged photos (same size and modification time, or same sha256 when those differ),
-    re-indexes changed ones and drops photos that are gone from the folders given, and says how many of each.
+    re-indexes changed ones, and says how many of each. Photos no longer found under the folders given are marked
+    missing, not deleted: kept with their faces, left out of search, identify, cluster and the counts, listed by
+    --list-missing, and back as they were (same faces, no re-detection) when the file reappears unchanged. --prune
+    deletes them. A folder that is empty, unreadable, or lost most of its indexed photos since the last run is
+    refused (exit 1, nothing changed) unless --allow-missing: a drive or share that is not mounted looks like that.
+
+    Symlinks: below a folder, links to files and to folders are followed; the real tree is walked first, so a
+    photo reached both ways is indexed once, at its real path, and each folder once, which stops link loops. A photo
+    keeps the path it was found at. Link loops, broken links and unreadable folders are skipped and counted in the
+    summary; the photos indexed under an unreadable folder are left as they are.
+
     Writes go in one transaction per --commit-every photos, so an interrupted run (even kill -9) leaves every photo
     fully indexed or not at all; run it again to finish. One embedder per database: the first run's --model
     (default: the first of sface-2021dec, auraface-v1, mobilefacenet found) is used by later runs and a different
@@ -53,6 +78,15 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     merge into the database here, as a plain run's would.
     """
     from ..people.index import FaceIndex
+
+    if keep_missing and prune:
+        raise click.UsageError("--keep-missing and --prune do not go together")
+    if list_missing:
+        return _list_missing(db_path, photos, as_json)
+    if not photos:
+        if not prune:
+            raise click.UsageError("give the PHOTOS to index (or --prune, or --list-missing, alone)")
+        return _prune_all(db_path, wait, as_json)
 
     processes = local_processes(engine, processes)
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=True, models={})
@@ -88,22 +122,79 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
 
         with bar if bar is not None else contextlib.nullcontext():
             report = index.update(photos, embedder=embedder, detector=detector, batch=batch,
-                                  commit_every=commit_every, wait=wait, prune=not keep_missing,
+                                  commit_every=commit_every, wait=wait, prune=prune,
+                                  allow_missing=allow_missing,
                                   progress=on_photo, on_plan=on_plan, photo_faces=photo_faces)
         totals = index.counts()
     for _, error in report.failed:
         error_line(error)
+    for path, reason in report.skipped:
+        err.print(f"note: skipped {path} ({SKIP_WORDS[reason][0]})", markup=False)
     if as_json:
         extra = {"engine": "ray", "devices": sorted(devices)} if settings is not None else {}
         click.echo(json_dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
-                               "photos_total": totals["photos"], "faces_total": totals["faces"], **extra}, indent=2))
+                               "photos_total": totals["photos"], "faces_total": totals["faces"],
+                               "photos_missing": totals["missing_photos"], "faces_missing": totals["missing_faces"],
+                               **extra}, indent=2))
     else:
-        speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
-        click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
-                   f"{report.removed} removed, {len(report.failed)} unreadable; {report.faces} faces written in "
-                   f"{report.seconds:.1f} s{speed}")
-        photos = f"{totals['photos']} photo{'' if totals['photos'] == 1 else 's'}"
-        on = embedder.device if settings is None else "Ray actors on " + "; ".join(sorted(devices) or ["-"])
-        click.echo(f"{db_path}: {photos}, {totals['faces']} faces ({embedder.name}, {embedder.dim}-d, {on})")
+        _print_summary(db_path, report, totals, embedder, settings, devices)
     if report.failed:
         finish(False)
+
+
+# reason -> (one, many) as the summary says it
+SKIP_WORDS = {"link_loops": ("link loop", "link loops"), "duplicate_links": ("link to a photo or folder already "
+              "listed", "links to photos or folders already listed"), "broken_links": ("broken link", "broken links"),
+              "unreadable_folders": ("unreadable folder", "unreadable folders")}
+
+
+def _print_summary(db_path, report, totals, embedder, settings, devices) -> None:
+    speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
+    news = "".join(f", {n} {what}" for n, what in ((report.missing, "now missing"), (report.back, "back")) if n)
+    click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
+               f"{report.removed} removed, {len(report.failed)} unreadable{news}; {report.faces} faces written in "
+               f"{report.seconds:.1f} s{speed}")
+    if report.removed:
+        click.echo(f"{db_path}: pruned {_plural(report.removed, 'missing photo')} and "
+                   f"{_plural(report.removed_faces, 'face')}; names given to people stay")
+    skipped = [_plural(n, *SKIP_WORDS[reason]) for reason, n in report.skipped_counts().items() if n]
+    if report.links_followed or skipped:
+        click.echo(f"{db_path}: followed {_plural(report.links_followed, 'link')}"
+                   + (f"; skipped {', '.join(skipped)}" if skipped else ""))
+    photos = _plural(totals["photos"], "photo")
+    on = embedder.device if settings is None else "Ray actors on " + "; ".join(sorted(devices) or ["-"])
+    click.echo(f"{db_path}: {photos}, {totals['faces']} faces ({embedder.name}, {embedder.dim}-d, {on})")
+    if totals["missing_photos"]:
+        click.echo(f"{db_path}: {_plural(totals['missing_photos'], 'photo')} missing, "
+                   f"{_plural(totals['missing_faces'], 'face')} kept, left out of results (--list-missing lists "
+                   f"them, --prune deletes them)")
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _list_missing(db_path, photos, as_json) -> None:
+    from ..people.index import FaceIndex
+
+    with FaceIndex(db_path, create=False) as index:
+        rows = index.missing_photos(photos or None)
+    if as_json:
+        click.echo(json_dumps({"db": str(db_path), "missing": rows}, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['image']}\tmissing since {row['missing_since']}\t{_plural(row['faces'], 'face')}")
+    err.print(f"{db_path}: {_plural(len(rows), 'photo')} missing, {_plural(sum(r['faces'] for r in rows), 'face')}",
+              markup=False)
+
+
+def _prune_all(db_path, wait, as_json) -> None:
+    from ..people.index import FaceIndex
+
+    with FaceIndex(db_path, create=False) as index:
+        photos, faces = index.prune(wait=wait)
+    if as_json:
+        click.echo(json_dumps({"db": str(db_path), "removed": photos, "removed_faces": faces}, indent=2))
+    else:
+        click.echo(f"{db_path}: pruned {_plural(photos, 'missing photo')} and {_plural(faces, 'face')}; names "
+                   f"given to people stay")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import FacerunError, InputError
+from .names import FACE_KEYS, name_faces, names_for_clusters
 
 INSTALL_HINT = "clustering needs scikit-learn: pip install 'facerun[cluster]'"
 
@@ -57,8 +58,8 @@ def hdbscan_labels(embeddings: np.ndarray, min_size: int = 2) -> np.ndarray:
 
 
 def cluster_index(index, min_size: int = 2, save: bool = True) -> Clustering:
-    """Cluster every face of `index`; with save=True store the result (faces.cluster, clusters table), giving each
-    new cluster the name of the named old cluster it holds most faces of."""
+    """Cluster every face of `index` (missing photos' faces left out); with save=True store the result
+    (faces.cluster, clusters table), each name going to the new cluster holding most of its person's faces."""
     stored = index.faces()
     raw = hdbscan_labels(stored.embeddings, min_size)
     # ids 1..K by size, largest first, so `cluster 1` is the person seen most
@@ -66,7 +67,7 @@ def cluster_index(index, min_size: int = 2, save: bool = True) -> Clustering:
     ranked = sorted(sizes, key=lambda label: (-sizes[label], label))
     renumber = {old: new for new, old in enumerate(ranked, start=1)}
     labels = np.array([renumber.get(int(v), -1) for v in raw], np.int64)
-    names = _carry_names(index, stored, labels)
+    names = names_for_clusters(index.conn, stored.ids, labels)
 
     clusters = {cid: Cluster(id=cid, size=sizes[old], name=names.get(cid)) for old, cid in renumber.items()}
     noise = []
@@ -85,22 +86,6 @@ def cluster_index(index, min_size: int = 2, save: bool = True) -> Clustering:
     return result
 
 
-def _carry_names(index, stored, labels: np.ndarray) -> dict[int, str]:
-    """new cluster id -> name: a named old cluster passes its name to the new cluster holding most of its faces
-    (the larger overlap wins when two names want one cluster)."""
-    old_names = dict(index.conn.execute("SELECT id, name FROM clusters WHERE name IS NOT NULL"))
-    claims = []
-    for old_id, name in old_names.items():
-        members = labels[(stored.clusters == old_id) & (labels >= 0)]
-        if len(members):
-            values, counts = np.unique(members, return_counts=True)
-            claims.append((int(counts.max()), int(values[counts.argmax()]), name))
-    names: dict[int, str] = {}
-    for _, cid, name in sorted(claims, reverse=True):
-        names.setdefault(cid, name)
-    return names
-
-
 def _save(index, result: Clustering) -> None:
     conn = index.conn
     conn.execute("BEGIN IMMEDIATE")
@@ -108,6 +93,9 @@ def _save(index, result: Clustering) -> None:
         conn.execute("DELETE FROM clusters")
         conn.executemany("INSERT INTO clusters(id, name, size) VALUES (?, ?, ?)",
                          [(c.id, c.name, c.size) for c in result.clusters])
+        # the faces of missing photos were not clustered: their old ids would point at other clusters now
+        conn.execute("UPDATE faces SET cluster = NULL WHERE cluster IS NOT NULL AND photo_id IN "
+                     "(SELECT id FROM photos WHERE missing_since IS NOT NULL)")
         conn.executemany("UPDATE faces SET cluster = ? WHERE id = ?",
                          [(int(label), int(face_id)) for label, face_id in zip(result.labels, result.face_ids)])
         conn.execute("COMMIT")
@@ -141,7 +129,17 @@ def name_cluster(index, cluster_id: int, name: str | None) -> None:
         count = index.conn.execute("SELECT COUNT(*) FROM clusters").fetchone()[0]
         hint = f"ids are 1 to {count}" if count else "run `facerun cluster --db DB` first"
         raise InputError(f"{index.path}: no cluster {cluster_id} ({hint})")
-    index.conn.execute("UPDATE clusters SET name = ? WHERE id = ?", (name or None, int(cluster_id)))
+    conn = index.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # every face of the cluster, the missing photos' too: the name is recorded against each (see names.py)
+        faces = conn.execute(FACE_KEYS + " WHERE f.cluster = ?", (int(cluster_id),)).fetchall()
+        name_faces(conn, faces, name or None)
+        conn.execute("UPDATE clusters SET name = ? WHERE id = ?", (name or None, int(cluster_id)))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def purity_and_ari(labels_true: list[str], labels_pred: np.ndarray) -> dict:

@@ -22,36 +22,14 @@ import numpy as np
 
 from ..errors import FacerunError, InputError, ModelError
 from ..io import check_output_file
+from .listing import SKIP_REASONS, Listing, list_photos
 from .lock import WriterLock
+from .schema import SCHEMA, SCHEMA_VERSION, check_schema
 
-SCHEMA_VERSION = 1
 COMMIT_EVERY = 16  # photos per transaction: what a kill can lose
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS photos (
-    id INTEGER PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,          -- absolute path
-    size INTEGER NOT NULL,              -- bytes
-    mtime REAL NOT NULL,                -- seconds since the epoch
-    sha256 TEXT NOT NULL,
-    width INTEGER NOT NULL,
-    height INTEGER NOT NULL,
-    indexed_at TEXT NOT NULL            -- ISO 8601, UTC
-);
-CREATE TABLE IF NOT EXISTS faces (
-    id INTEGER PRIMARY KEY,
-    photo_id INTEGER NOT NULL REFERENCES photos(id) ON DELETE CASCADE,
-    x REAL NOT NULL, y REAL NOT NULL, w REAL NOT NULL, h REAL NOT NULL,   -- box in photo pixels, top-left + size
-    score REAL NOT NULL,
-    landmarks TEXT NOT NULL,            -- JSON [[x, y] x 5]: right eye, left eye, nose, right and left mouth corner
-    model TEXT NOT NULL,
-    embedding BLOB NOT NULL,            -- float32 little-endian, unit length
-    cluster INTEGER                     -- clusters.id; -1 noise; NULL not clustered yet
-);
-CREATE INDEX IF NOT EXISTS faces_photo ON faces(photo_id);
-CREATE TABLE IF NOT EXISTS clusters (id INTEGER PRIMARY KEY, name TEXT, size INTEGER NOT NULL);
-"""
+# a folder that lost more than half of its indexed photos since the last run, and at least this many, is refused
+# (a drive or share not mounted, a folder renamed): nothing changes without --allow-missing
+LOST_REFUSE_MIN = 3
 
 
 @dataclass
@@ -61,20 +39,31 @@ class UpdateReport:
     added: int = 0
     changed: int = 0
     unchanged: int = 0
-    removed: int = 0
+    missing: int = 0  # photos not found any more, marked missing by this run (kept, with their faces)
+    back: int = 0  # missing photos found again unchanged: unmarked, faces as they were
+    removed: int = 0  # missing photos deleted (prune), with `removed_faces` faces
+    removed_faces: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
     faces: int = 0  # faces written by this run
     seconds: float = 0.0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): see listing.SKIP_REASONS
+    links_followed: int = 0
 
     @property
     def indexed(self) -> int:
         return self.added + self.changed
 
     def to_dict(self) -> dict:
-        return {"added": self.added, "changed": self.changed, "unchanged": self.unchanged, "removed": self.removed,
+        return {"added": self.added, "changed": self.changed, "unchanged": self.unchanged, "missing": self.missing,
+                "back": self.back, "removed": self.removed, "removed_faces": self.removed_faces,
                 "failed": [{"image": p, "error": e} for p, e in self.failed], "faces": self.faces,
                 "seconds": round(self.seconds, 3),
-                "photos_per_s": round(self.indexed / self.seconds, 3) if self.seconds > 0 else None}
+                "photos_per_s": round(self.indexed / self.seconds, 3) if self.seconds > 0 else None,
+                "links_followed": self.links_followed, "skipped": self.skipped_counts(),
+                "skipped_paths": [{"path": p, "reason": r} for p, r in self.skipped]}
+
+    def skipped_counts(self) -> dict[str, int]:
+        return {reason: sum(1 for _, r in self.skipped if r == reason) for reason in SKIP_REASONS}
 
 
 @dataclass
@@ -121,15 +110,7 @@ class FaceIndex:
 
     # ------------------------------------------------------------------------------------------------ basics
     def _check_schema(self) -> None:
-        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "photos" not in tables:
-            raise InputError(f"{self.path}: an SQLite file, but not a facerun face database")
-        if not tables:
-            self.conn.executescript("BEGIN;" + SCHEMA + "COMMIT;")
-            self._set_meta({"schema_version": str(SCHEMA_VERSION)})
-        version = self.meta().get("schema_version")
-        if version != str(SCHEMA_VERSION):
-            raise InputError(f"{self.path}: face database schema {version}, this facerun reads {SCHEMA_VERSION}")
+        check_schema(self.conn, self.path)  # makes, upgrades (keeping every row) or refuses
 
     def close(self) -> None:
         self.conn.close()
@@ -152,9 +133,21 @@ class FaceIndex:
         return self.meta().get("model")
 
     def counts(self) -> dict[str, int]:
-        one = self.conn.execute
-        return {"photos": one("SELECT COUNT(*) FROM photos").fetchone()[0],
-                "faces": one("SELECT COUNT(*) FROM faces").fetchone()[0]}
+        """Photos and faces present, and those of photos marked missing (left out of every result)."""
+        rows = dict(((missing, (photos, faces)) for missing, photos, faces in self.conn.execute(
+            "SELECT p.missing_since IS NOT NULL, COUNT(DISTINCT p.id), COUNT(f.id) FROM photos p "
+            "LEFT JOIN faces f ON f.photo_id = p.id GROUP BY 1")))
+        present, missing = rows.get(0, (0, 0)), rows.get(1, (0, 0))
+        return {"photos": present[0], "faces": present[1], "missing_photos": missing[0], "missing_faces": missing[1]}
+
+    def missing_photos(self, roots: Iterable | None = None) -> list[dict]:
+        """The photos marked missing (under `roots` when given): {"image", "missing_since", "faces", "sha256"}."""
+        rows = self.conn.execute(
+            "SELECT p.path, p.missing_since, COUNT(f.id), p.sha256 FROM photos p LEFT JOIN faces f "
+            "ON f.photo_id = p.id WHERE p.missing_since IS NOT NULL GROUP BY p.id ORDER BY p.path").fetchall()
+        inside = _inside([Path(r).resolve() for r in roots] if roots else None)
+        return [{"image": path, "missing_since": since, "faces": faces, "sha256": sha}
+                for path, since, faces, sha in rows if inside(path)]
 
     # ------------------------------------------------------------------------------------------------ models
     def check_embedder(self, embedder) -> None:
@@ -189,35 +182,44 @@ class FaceIndex:
 
     # ------------------------------------------------------------------------------------------------ update
     def update(self, sources: Iterable, embedder, detector, batch: int = 16, all_faces: bool = True,
-               commit_every: int = COMMIT_EVERY, wait: float = 0.0, prune: bool = True,
+               commit_every: int = COMMIT_EVERY, wait: float = 0.0, prune: bool = True, allow_missing: bool = False,
                progress: Callable[[str, int], None] | None = None,
                on_plan: Callable[[int, int], None] | None = None,
                photo_faces: Callable | None = None) -> UpdateReport:
-        """Bring the index up to date with the photos in `sources` (files, folders searched recursively).
+        """Bring the index up to date with the photos in `sources` (files, folders searched recursively; links
+        followed as facerun.people.listing says).
 
         Unchanged photos (same size and mtime, or same sha256 when those differ) are skipped, changed ones
-        re-indexed, and photos under a given folder that are gone from disk dropped (prune=False keeps them).
+        re-indexed. Photos under a given folder that are no longer found are marked missing (kept with their faces,
+        left out of results) and unmarked as they were when they come back unchanged; prune=True then deletes the
+        missing photos under the given folders. A folder that is empty, unreadable, or lost most of its indexed
+        photos (see LOST_REFUSE_MIN) is refused with an InputError before anything changes, unless allow_missing.
         Holds the writer lock for the whole run (waits `wait` seconds for another writer, then refuses).
         on_plan(to_index, skipped) is called once the plan is made; progress(path, faces) once per photo indexed.
         photo_faces: the run that turns the photos to index into `PhotoFaces` (default `iter_photo_faces`; the Ray
         engine's gives them in any order), called as photo_faces(paths, detector, embedder, batch=, all_faces=)."""
-        from ..face.images import iter_images
+        from ..face.images import IMAGE_EXTENSIONS
         from ..face.library import iter_photo_faces
 
         if commit_every < 1:
             raise InputError(f"photos per transaction must be 1 or more, not {commit_every}")
         start = time.perf_counter()
         sources = [Path(s) for s in sources]
-        missing = [s for s in sources if not s.exists()]
-        if missing:
-            raise InputError(f"{missing[0]}: no such file or folder")
+        absent = [s for s in sources if not s.exists()]
+        if absent:
+            raise InputError(f"{absent[0]}: no such file or folder")
         report = UpdateReport()
         with WriterLock(self.path, wait=wait):
             self.check_embedder(embedder)
-            listed = [p.resolve() for p in iter_images(sources)]
-            todo = self._plan(listed, report)
+            listing = list_photos(sources, IMAGE_EXTENSIONS)
+            report.skipped, report.links_followed = listing.skipped, listing.links_followed
+            gone = self._gone(listing)
+            if not allow_missing:
+                self._refuse_lost(listing, gone, prune)  # before anything is written
+            todo = self._plan(listing.photos, report)
+            self._mark_missing(gone, report)
             if prune:
-                report.removed = self._prune(sources, {str(p) for p in listed})
+                report.removed, report.removed_faces = self._prune(listing.folders + listing.files)
             if on_plan is not None:
                 on_plan(len(todo), report.unchanged)
             if todo:
@@ -238,49 +240,110 @@ class FaceIndex:
         report.seconds = time.perf_counter() - start
         return report
 
+    def prune(self, roots: Iterable | None = None, wait: float = 0.0) -> tuple[int, int]:
+        """Delete the photos marked missing (under `roots` when given) and their faces: (photos, faces) deleted.
+        Names stay (they are recorded against the faces' photo sha256 and box, see facerun.people.names)."""
+        with WriterLock(self.path, wait=wait):
+            return self._prune([Path(r).resolve() for r in roots] if roots else None)
+
+    def _gone(self, listing: Listing) -> list[tuple[int, str, bool]]:
+        """(id, path, already missing) of the indexed photos under the roots that this listing did not find; those
+        under a folder that could not be read are not known to be gone and are left out."""
+        inside = _inside(listing.folders + listing.files)
+        unreadable = _inside(listing.unreadable) if listing.unreadable else (lambda path: False)
+        found = {str(p) for p in listing.photos}
+        return [(photo_id, path, since is not None)
+                for photo_id, path, since in self.conn.execute("SELECT id, path, missing_since FROM photos")
+                if path not in found and inside(path) and not unreadable(path)]
+
+    def _refuse_lost(self, listing: Listing, gone, prune: bool) -> None:
+        """Refuse a folder root that is unreadable, empty, or lost most of its photos: likely not mounted."""
+        then = "deleted" if prune else "marked missing"
+        present = [path for (path,) in self.conn.execute("SELECT path FROM photos WHERE missing_since IS NULL")]
+        for root in listing.folders:
+            inside = _inside([root])
+            indexed = sum(1 for path in present if inside(path))
+            held = f"{indexed} indexed photo{'' if indexed == 1 else 's'}"
+            go_on = "pass --allow-missing to go on" + (f" (its {held} are then {then})" if indexed else "")
+            if root in listing.unreadable_roots:
+                raise InputError(f"{root}: cannot read the folder ({listing.unreadable_roots[root]}); nothing "
+                                 f"changed: is the drive or share mounted? {go_on}")
+            if not listing.under(root):
+                raise InputError(f"{root}: holds no photos; nothing changed: is the drive or share mounted? {go_on}")
+            lost = sum(1 for _, path, was_missing in gone if not was_missing and inside(path))
+            if lost >= LOST_REFUSE_MIN and 2 * lost > indexed:
+                raise InputError(f"{root}: {lost} of its {held} are gone since the last run; nothing changed: is "
+                                 f"a drive or share not mounted, or a folder renamed? pass --allow-missing to go on "
+                                 f"(those {lost} are then {then})")
+
     def _plan(self, listed: list[Path], report: UpdateReport) -> list[Path]:
-        """The photos to (re-)index; counts the unchanged ones and refreshes their size and mtime."""
-        known = {r[0]: r[1:] for r in self.conn.execute("SELECT path, id, size, mtime, sha256 FROM photos")}
-        todo, touched = [], []
+        """The photos to (re-)index; counts the unchanged ones and refreshes their size and mtime, and unmarks
+        missing photos found again with the same bytes (their faces and face ids as they were)."""
+        known = {r[0]: r[1:] for r in self.conn.execute("SELECT path, id, size, mtime, sha256, missing_since "
+                                                        "FROM photos")}
+        todo, touched, back = [], [], []
         for path in listed:
             row = known.get(str(path))
             if row is None:
                 todo.append(path)
                 continue
-            photo_id, size, mtime, sha = row
+            photo_id, size, mtime, sha, missing_since = row
             try:
                 st = path.stat()
             except OSError:
                 todo.append(path)  # reported as unreadable when indexed
                 continue
             if st.st_size == size and abs(st.st_mtime - mtime) < 1e-6:
-                report.unchanged += 1
+                same = True
             elif st.st_size == size and _sha256(path) == sha:
-                report.unchanged += 1  # touched or copied, same bytes
+                same = True  # touched or copied, same bytes
                 touched.append((st.st_mtime, photo_id))
             else:
+                same = False
                 todo.append(path)
-        if touched:
+            if same and missing_since is not None:
+                report.back += 1
+                back.append((photo_id,))
+            elif same:
+                report.unchanged += 1
+        if touched or back:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany("UPDATE photos SET mtime = ? WHERE id = ?", touched)
+            self.conn.executemany("UPDATE photos SET missing_since = NULL WHERE id = ?", back)
             self.conn.execute("COMMIT")
         return todo
 
-    def _prune(self, sources: list[Path], listed: set[str]) -> int:
-        """Drop the photos under the given folders (or given by name) that are no longer on disk."""
-        roots = [str(s.resolve()) for s in sources]
-        gone = []
-        for photo_id, path in self.conn.execute("SELECT id, path FROM photos"):
-            if path in listed:
-                continue
-            inside = any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-            if inside and not Path(path).exists():
-                gone.append((photo_id,))
-        if gone:
+    def _mark_missing(self, gone, report: UpdateReport) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        newly = [(now, photo_id) for photo_id, _, was_missing in gone if not was_missing]
+        if newly:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany("DELETE FROM photos WHERE id = ?", gone)  # faces go with them (cascade)
+            self.conn.executemany("UPDATE photos SET missing_since = ? WHERE id = ?", newly)
             self.conn.execute("COMMIT")
-        return len(gone)
+        report.missing = len(newly)
+
+    def _prune(self, roots: list[Path] | None) -> tuple[int, int]:
+        """Delete the missing photos (under `roots`, else all) and their faces; (photos, faces) deleted."""
+        inside = _inside(roots)
+        gone = [photo_id for photo_id, path in
+                self.conn.execute("SELECT id, path FROM photos WHERE missing_since IS NOT NULL") if inside(path)]
+        if not gone:
+            return 0, 0
+        faces = 0
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for start in range(0, len(gone), 500):  # SQLite's limit on bound parameters
+                chunk = gone[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                faces += self.conn.execute(f"SELECT COUNT(*) FROM faces WHERE photo_id IN ({marks})",
+                                           chunk).fetchone()[0]
+                # faces go with them (cascade); names stay in person_faces
+                self.conn.execute(f"DELETE FROM photos WHERE id IN ({marks})", chunk)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return len(gone), faces
 
     def _write(self, results, model: str, report: UpdateReport) -> None:
         """One transaction: each photo's row and all its faces replace whatever the index held for that path."""
@@ -303,8 +366,9 @@ class FaceIndex:
                 old = self.conn.execute("SELECT id FROM photos WHERE path = ?", (str(r.path),)).fetchone()
                 if old is not None:
                     self.conn.execute("DELETE FROM faces WHERE photo_id = ?", old)
-                    self.conn.execute("UPDATE photos SET size=?, mtime=?, sha256=?, width=?, height=?, indexed_at=? "
-                                      "WHERE id=?", (st.st_size, st.st_mtime, sha, r.width, r.height, now, old[0]))
+                    self.conn.execute("UPDATE photos SET size=?, mtime=?, sha256=?, width=?, height=?, indexed_at=?, "
+                                      "missing_since=NULL WHERE id=?",
+                                      (st.st_size, st.st_mtime, sha, r.width, r.height, now, old[0]))
                     photo_id = old[0]
                     report.changed += 1
                 else:
@@ -329,7 +393,8 @@ class FaceIndex:
 
     # ------------------------------------------------------------------------------------------------- reads
     def faces(self, largest_per_photo: bool = False) -> StoredFaces:
-        """Every stored face (or only each photo's largest), with its embedding, in face-id order.
+        """Every stored face of the photos present (or only each photo's largest), with its embedding, in face-id
+        order; the faces of photos marked missing are left out.
 
         Reading the blobs is the slow part of a search (seconds for 100k faces), so the result is kept until the
         database changes: `data_version` moves when another connection commits, `total_changes` on our own."""
@@ -343,10 +408,11 @@ class FaceIndex:
         return stored
 
     def _read_faces(self, largest_per_photo: bool) -> StoredFaces:
+        # the faces of missing photos are kept but left out of every result
         query = ("SELECT f.id, f.photo_id, p.path, f.x, f.y, f.w, f.h, f.embedding, f.cluster "
-                 "FROM faces f JOIN photos p ON p.id = f.photo_id")
+                 "FROM faces f JOIN photos p ON p.id = f.photo_id WHERE p.missing_since IS NULL")
         if largest_per_photo:
-            query += (" WHERE f.id = (SELECT g.id FROM faces g WHERE g.photo_id = f.photo_id "
+            query += (" AND f.id = (SELECT g.id FROM faces g WHERE g.photo_id = f.photo_id "
                       "ORDER BY g.w * g.h DESC, g.id LIMIT 1)")
         rows = self.conn.execute(query + " ORDER BY f.id").fetchall()
         dim = int(self.meta().get("dim", 0))
@@ -364,8 +430,9 @@ class FaceIndex:
         )
 
     def photo_rows(self) -> list[dict]:
-        cursor = self.conn.execute("SELECT id, path, size, mtime, sha256, width, height, indexed_at FROM photos "
-                                   "ORDER BY id")
+        """Every photo row, the missing ones too (their `missing_since` set)."""
+        cursor = self.conn.execute("SELECT id, path, size, mtime, sha256, width, height, indexed_at, missing_since "
+                                   "FROM photos ORDER BY id")
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor]
 
@@ -398,6 +465,15 @@ class FaceIndex:
         return Embedder(model=model, device=device)
 
 
+def _inside(roots) -> Callable[[str], bool]:
+    """path -> whether it is one of `roots` or below one (None: every path)."""
+    if roots is None:
+        return lambda path: True
+    exact = {str(r) for r in roots}
+    prefixes = tuple(str(r).rstrip(os.sep) + os.sep for r in roots)
+    return lambda path: path in exact or path.startswith(prefixes)
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -406,4 +482,4 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["COMMIT_EVERY", "SCHEMA", "FaceIndex", "StoredFaces", "UpdateReport"]
+__all__ = ["COMMIT_EVERY", "LOST_REFUSE_MIN", "SCHEMA", "SCHEMA_VERSION", "FaceIndex", "StoredFaces", "UpdateReport"]
