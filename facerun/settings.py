@@ -152,7 +152,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_CPU_THREADS", "count", None, "threads of the CPU interpreter, shared between its lanes and "
             "OpenBLAS; library processes get the cores shared out", _count,
             "the cores (one while the machine is busy)"),
-    Setting("FACERUN_CPU_REFERENCE", "flag", False,
+    Setting("FACERUN_CPU_REFERENCE", "flag (any value but `0`)", False,
             "run the plain NCHW reference interpreter instead of the fast channels-last one", _not_zero),
     Setting("FACERUN_CPU_ARENA_MB", "whole MiB", 1024,
             "memory the fast CPU interpreter keeps for programs' arenas, least recently used dropped", _whole_mb),
