@@ -45,7 +45,9 @@ from ..zoo.card import ModelCard
 from .paths import MODEL_PATHS, ModelPath, Skip, check_names
 from .saved import RatioRow, compare, load_result
 
-PATHS = tuple(MODEL_PATHS)  # the registry's order is the table's
+# the registry's names, as sets for the callers that ask (the code here asks the registry, so an entry added to it
+# at run time is a path like the others)
+PATHS = tuple(MODEL_PATHS)
 DEFAULT_PATHS = tuple(name for name, p in MODEL_PATHS.items() if p.default)
 HALF_PATHS = frozenset(name for name, p in MODEL_PATHS.items() if p.half)  # the model again, its GPU at f16
 GPU_PATHS = frozenset(name for name, p in MODEL_PATHS.items() if p.gpu)
@@ -410,7 +412,7 @@ def plan_paths(kind: str, settings: Settings) -> list[str]:
     """The paths that make sense for a model of this kind (batch paths: embedders, or detectors when asked)."""
     out = []
     for p in settings.paths:
-        if p in BATCH_PATHS and (settings.batch <= 1 or (kind != "embedder" and not settings.batch_detectors)):
+        if MODEL_PATHS[p].batch and (settings.batch <= 1 or (kind != "embedder" and not settings.batch_detectors)):
             continue
         out.append(p)
     return out
@@ -430,7 +432,7 @@ def load_models(specs: list[ModelSpec], settings: Settings,
 
     if settings.allow_software:
         _allow_software()
-    want_gpu = any(p in GPU_PATHS for p in settings.paths)
+    want_gpu = any(MODEL_PATHS[p].gpu for p in settings.paths)
     loaded = []
     for spec in specs:
         if on_load:
@@ -533,7 +535,7 @@ def _note_gpu_use(device: dict, loaded: list[Loaded], settings: Settings) -> Non
     """Say when the adapter exists but the models did not get it (the header must match the GPU rows)."""
     nets = [m.net for m in loaded if m.net is not None]
     device["used"] = any(n.gpu is not None for n in nets)
-    if not device["used"] and any(p in GPU_PATHS for p in settings.paths) and nets:
+    if not device["used"] and any(MODEL_PATHS[p].gpu for p in settings.paths) and nets:
         reasons = sorted({str(n.gpu_reason) for n in nets})
         device["not_used_because"] = "; ".join(reasons)
 

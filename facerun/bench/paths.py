@@ -195,7 +195,7 @@ PHOTO_PATHS: dict[str, PhotoPath] = {p.name: p for p in (
               "cv2.FaceDetectorYN on the same decoded photos, its own threads inside", embeds=False, default=True),
     PhotoPath("opencv-threads",
               lambda job, embed: photo_rows.opencv_row(job.photos, job.detector_model, job.opencv_threads),
-              "the same, a photo per thread over the cores (or --workers threads)", embeds=False),
+              "the same, a photo per thread over the cores, or --workers threads", embeds=False),
 )}
 
 
