@@ -13,6 +13,7 @@ from .lru import InFlight, LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
 from .program import PRECISIONS, ParameterPool, Program
+from .runner import NO_WORKLOAD, CpuRunner, PhotoLayout, Runner, Workload
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
 GPU_BATCHES = (1, 2, 4, 8, 16)  # batch sizes the GPU runs (a batch is padded up to one), past 16 multiples of 16
@@ -36,9 +37,14 @@ class Outputs(dict):
 
 
 class Net:
-    """A loaded ONNX model. `run` takes one NCHW array (a batch) or a dict/list of inputs."""
+    """A loaded ONNX model. `run` takes one NCHW array (a batch) or a dict/list of inputs.
 
-    def __init__(self, model: ImportedModel, label: str | None = None, card: ModelCard | None = None):
+    runner: what runs its programs (runner.Runner), or a function making one from this Net (runner.Programs: a
+    checking runner asks it for programs of other shapes); None: the CPU. workload: what the model's user knows of
+    its use (runner.Workload). Both are fixed at load; a call the runner does not take runs on the CPU."""
+
+    def __init__(self, model: ImportedModel, label: str | None = None, card: ModelCard | None = None,
+                 runner=None, workload: Workload = NO_WORKLOAD):
         self.model = model
         self._card = card
         self.label = label or (card.label if card is not None else model.path.name)
@@ -50,13 +56,27 @@ class Net:
         self._compiling = InFlight()  # shapes being compiled, so threads compile different shapes at once
         self._separable: dict[tuple, bool] = {}  # item shape -> whether a batch program keeps items apart
         self._lock = threading.Lock()
-        self.gpu = None  # a facerun.gpu attachment, when the GPU path is used
-        self.gpu_reason: str | None = "not requested"
-        # What the user of the net (a detector, an embedder) knows of the shapes to come, for the GPU's one check:
-        # `check_side` (whole-network checks at most this many pixels high and wide, when the model runs at any
-        # size) and `expected_shapes` (input shapes a run will meet: their kernel variants are checked up front)
-        self.check_side: int | None = None
-        self.expected_shapes: list[tuple[int, ...]] = []
+        self.workload = workload
+        self._cpu = CpuRunner()
+        if callable(runner):  # a factory: the runner is made for this net (its programs)
+            runner = runner(self)
+        self._runner: Runner = runner if runner is not None else self._cpu
+
+    # ------------------------------------------------------------------------------------------------ runner
+    @property
+    def runner(self) -> Runner:
+        return self._runner
+
+    @property
+    def gpu(self):
+        """The device runner while it is used (a gpu.checked.CheckedGpu), else None."""
+        runner = self._runner
+        return runner if runner is not self._cpu and runner.device != "cpu" else None
+
+    @property
+    def gpu_reason(self) -> str | None:
+        """Why no device runs this model (None while one does)."""
+        return None if self.gpu is not None else self._runner.reason
 
     # ------------------------------------------------------------------------------------------ description
     @property
@@ -97,7 +117,7 @@ class Net:
 
     @property
     def device(self) -> str:
-        return self.gpu.device_name if self.gpu is not None else "cpu"
+        return self._runner.device
 
     def default_shape(self, batch: int = 1) -> tuple[int, ...]:
         """The declared input shape with the batch set and symbolic dims filled (3 channels, 640x640 images)."""
@@ -148,43 +168,10 @@ class Net:
         counters.bump("programs_compiled")
         return prog
 
-    def check_program(self, prog: Program) -> Program | None:
-        """The program for the GPU's whole-network check of `prog`: its single-item program (the network at batch 1),
-        shrunk to `check_side` pixels when that is set and smaller, or None when `prog` is that already. The kernel
-        variants only `prog` needs are then checked layer by layer."""
-        shape = tuple(prog.input_shape)
-        if not shape:
-            return None
-        small = (1,) + shape[1:]
-        if self.check_side and len(shape) == 4:
-            small = (1, shape[1], min(shape[2], self.check_side), min(shape[3], self.check_side))
-        for candidate in (small, (1,) + shape[1:]):  # the shrunk one may not compile: then at the same size
-            if candidate == shape:
-                return None
-            try:
-                return self.program(candidate)
-            except (InputError, ModelError):
-                continue
-        return None
-
-    def expected_programs(self) -> list[Program]:
-        """The programs of `expected_shapes` (those that compile), for the GPU check to plan ahead."""
-        progs = []
-        for shape in self.expected_shapes:
-            try:
-                prog = self.batch_program(shape) if shape[0] > 1 and not self.batch_free else self.program(shape)
-            except (InputError, ModelError):
-                continue
-            if prog is not None:
-                progs.append(prog)
-        return progs
-
     def _forget(self, key, prog: Program) -> None:
         """A program left the cache: the GPU side lets go of its compiled form too."""
         counters.bump("programs_evicted")
-        forget = getattr(self.gpu, "forget", None)
-        if forget is not None:
-            forget(prog)
+        self._runner.forget(prog)
 
     def prog_shapes(self) -> list[tuple]:
         """The input shapes compiled so far (batch programs of fixed-batch files not included)."""
@@ -243,24 +230,54 @@ class Net:
                 return self._typed(prog, out)
         return self._typed(prog, cpu.run_program(prog, feeds))
 
-    def run_photo(self, rgb: np.ndarray, shape, blob_of, bucket=None) -> Outputs:
-        """The model on one photo (h x w x 3 uint8) at input `shape` (1 x 3 x H x W, H and W at least the photo's):
-        on the GPU the photo goes up as its bytes and is laid out there (BGR, zero-padded: YuNet's blob);
-        elsewhere, or when the GPU does not take it, the model runs on `blob_of(rgb)`. bucket: the shape of a larger
-        program the GPU may run the photo in, masked to `shape` (checked.CheckedGpu.photo_masks): the outputs are
-        then cut to `shape`'s, the very ones of its own program."""
-        run_image = getattr(self.gpu, "run_image", None)
-        if bucket is not None and run_image is not None and tuple(bucket) != tuple(shape):
-            big = self.program(bucket)
-            out = run_image(big, rgb, blob_of, photo=tuple(shape[2:]))
-            if out is not None:
-                return self._typed(big, out)
-        prog = self.program(shape)
-        if run_image is not None:
-            out = run_image(prog, rgb, blob_of)
+    def run_photo(self, rgb: np.ndarray, shape, blob_of=None, bucket=None) -> Outputs:
+        """The model on one photo (h x w x 3 uint8) at input `shape` (1 x 3 x H x W, H and W at least the photo's),
+        laid out as the workload's PhotoLayout says (or, without one, by `blob_of`: blob_of(rgb) is the input).
+        A runner that lays photos out itself gets the photo (the GPU: its bytes go up, the device makes the blob),
+        in a larger bucket's program masked to `shape` when the layout has buckets (the outputs then cut to
+        `shape`'s, the very ones of its own program); elsewhere, or when the runner does not take it, the model runs
+        on the blob. bucket: the larger input to use, None: the layout's (photo_bucket)."""
+        layout = self.workload.photo
+        if layout is None or (blob_of is not None and blob_of is not layout.blob):
+            layout = PhotoLayout(blob=blob_of)
+        gpu = self.gpu
+        if gpu is not None:
+            big = tuple(bucket) if bucket is not None else self.photo_bucket(shape)
+            if big is not None and big != tuple(shape):
+                prog = self.program(big)
+                out = gpu.run_photo(prog, rgb, layout, photo=tuple(shape[2:]))
+                if out is not None:
+                    return self._typed(prog, out)
+            prog = self.program(shape)
+            out = gpu.run_photo(prog, rgb, layout)
             if out is not None:
                 return self._typed(prog, out)
-        return self.run(blob_of(rgb))
+        return self.run(layout.blob(rgb))
+
+    @property
+    def takes_photos(self) -> bool:
+        """Whether run_photo hands photos to a runner that lays them out itself (else it makes the blob first)."""
+        return self.workload.photo is not None and self._runner.takes_photos()
+
+    def photo_bucket(self, shape) -> tuple[int, ...] | None:
+        """The larger input a photo of input `shape` runs in, masked to it (the layout's bucket, while the runner
+        masks photos), or None: its own program."""
+        layout = self.workload.photo
+        if layout is None or not self._runner.masks_photos():
+            return None
+        return layout.bucket_shape(tuple(shape))
+
+    def prepare(self, shape, photo: bool = False) -> None:
+        """Compile the program of input `shape` (photo=True: the one a photo of that input runs in, run_photo) and
+        have the runner make its form of it, ahead of the run: a library's decoding threads do it. Errors are left
+        for the run."""
+        from .errors import FacerunError
+
+        try:
+            prog = self.program((self.photo_bucket(shape) if photo else None) or shape)
+            self._runner.prepare(prog)
+        except FacerunError:
+            pass
 
     def _typed(self, prog: Program, out: dict) -> Outputs:
         """The outputs in the model's order; an integer constant output (a Shape, say) as the exact integers the
@@ -385,20 +402,42 @@ def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def load(model, device: str = "cpu", precision: str = "f32") -> Net:
+def load(model, device: str = "cpu", precision: str = "f32", workload: Workload | None = None) -> Net:
     """Load a model as a Net: an ONNX file, a known model's or a replica's name, or a ModelCard (facerun.zoo.card).
     device: "cpu", "gpu" (error if unusable) or "auto". precision: "f32", or "f16" on the GPU (Winograd's planes as
-    half floats, checked against the CPU at agree.GPU_F16_CHECK); the CPU always runs float32."""
+    half floats, checked against the CPU at agree.GPU_F16_CHECK); the CPU always runs float32. workload: what the
+    caller knows of its use of the model (runner.Workload: the sizes to check and expect, how photos are laid
+    out), for the GPU's one agreement check; a face job's Detector and Embedder give theirs."""
     if precision not in PRECISIONS:
         raise InputError(f"unknown precision '{precision}' ({' or '.join(PRECISIONS)})")
     if precision != "f32" and device == "cpu":
         raise InputError(f"--precision {precision} is for the GPU; the CPU runs f32")
-    card = identify(model)
-    net = Net(read_model(card.path), card=card)
-    if device in ("gpu", "auto"):
-        from .gpu.checked import attach
-
-        attach(net, required=(device == "gpu"), precision=precision)
-    elif device != "cpu":
+    if device not in RUNNERS:
         raise InputError(f"unknown device '{device}' (cpu, gpu or auto)")
-    return net
+    card = identify(model)
+    workload = workload or NO_WORKLOAD
+    runner = RUNNERS[device](workload, device == "gpu", precision)
+    return Net(read_model(card.path), card=card, runner=runner, workload=workload)
+
+
+def _cpu_runner(workload: Workload, required: bool, precision: str):
+    return None
+
+
+def _gpu_runner(workload: Workload, required: bool, precision: str):
+    """A factory of the checked GPU runner for a Net; the CPU runner, saying why, when there is no usable GPU
+    (GpuError when `required`)."""
+    from .errors import GpuError
+    from .gpu.checked import gpu_runner
+
+    try:
+        return gpu_runner(workload, required=required, precision=precision)
+    except GpuError as e:
+        if required:
+            raise
+        return CpuRunner(reason=str(e))
+
+
+# device name -> a function of (workload, required, precision) giving the Net's runner (or a factory of it; None:
+# the CPU). A new backend: its runner module and one line here.
+RUNNERS = {"cpu": _cpu_runner, "gpu": _gpu_runner, "auto": _gpu_runner}

@@ -19,6 +19,7 @@ from facerun import cpu
 from facerun import net as net_module
 from facerun.bench import bench
 from facerun.cli import main
+from facerun.runner import CpuRunner
 
 MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
 SMALL = "sface-arch-small"
@@ -44,17 +45,21 @@ def has_onnxruntime() -> bool:
 
 
 class PerturbingGpu:
-    """Stands in for net.gpu (CheckedGpu's interface: run / run_many / conv_hook / program_reasons): computes on the
-    CPU, then adds noise of `scale` x each output's spread to the paths listed in `wrong`."""
+    """Stands in for net.gpu (a runner.Runner, and CheckedGpu's conv_hook / program_reasons): computes on the CPU,
+    then adds noise of `scale` x each output's spread to the paths listed in `wrong`."""
 
     device_name = "test device (perturbing)"
+    reason = None  # why dropped, as CheckedGpu.reason
+
+    @property
+    def device(self):
+        return "cpu" if self.reason else self.device_name
 
     def __init__(self, wrong=("gpu",), scale=0.05):
         self.wrong, self.scale = set(wrong), scale
         self.program_reasons = {}
         self.rng = np.random.default_rng(1)
         self.lose_device = False  # True: the first run drops the GPU, as a device error does
-        self.on_drop = None
 
     def _spoil(self, outs):
         return {k: (v + self.scale * (float(v.std()) or 1.0) * self.rng.standard_normal(v.shape)).astype(np.float32)
@@ -62,7 +67,7 @@ class PerturbingGpu:
 
     def run(self, prog, feeds):
         if self.lose_device:
-            self.on_drop("device lost (test)")
+            self.reason = "device lost (test)"
             return None
         outs = cpu.run_program(prog, feeds)
         batched = prog.input_shape[0] > 1
@@ -70,6 +75,21 @@ class PerturbingGpu:
 
     def run_many(self, prog, feeds_list):
         return [self.run(prog, f) for f in feeds_list]
+
+    def run_photo(self, prog, rgb, layout, photo=None):
+        return None  # photos go up as blobs: through run
+
+    def takes_photos(self):
+        return False
+
+    def masks_photos(self):
+        return False
+
+    def prepare(self, prog):
+        pass
+
+    def forget(self, prog):
+        pass
 
     def conv_hook(self, prog=None):
         def hook(step, args):
@@ -85,16 +105,8 @@ class PerturbingGpu:
 def fake_gpu(monkeypatch):
     """Every model bench loads gets a PerturbingGpu (configure `.wrong` before invoking)."""
     gpu = PerturbingGpu()
-    real_load = net_module.load
-
-    def load(path, device="cpu"):
-        n = real_load(path, device="cpu")
-        if device in ("gpu", "auto"):
-            n.gpu, n.gpu_reason = gpu, None
-            gpu.on_drop = lambda why: (setattr(n, "gpu", None), setattr(n, "gpu_reason", why))
-        return n
-
-    monkeypatch.setattr(net_module, "load", load)
+    for device in ("gpu", "auto"):
+        monkeypatch.setitem(net_module.RUNNERS, device, lambda workload, required, precision: gpu)
     return gpu
 
 
@@ -132,14 +144,11 @@ def test_json_rows_per_path_with_timings_and_parity():
 
 
 def test_gpu_rows_say_why_when_there_is_no_gpu(monkeypatch):
-    real_load = net_module.load
+    def no_gpu(workload, required, precision):
+        return CpuRunner(reason="no adapter: none found by this test")
 
-    def load(path, device="cpu"):
-        n = real_load(path, device="cpu")
-        n.gpu, n.gpu_reason = None, "no adapter: none found by this test"
-        return n
-
-    monkeypatch.setattr(net_module, "load", load)
+    for device in ("gpu", "auto"):
+        monkeypatch.setitem(net_module.RUNNERS, device, no_gpu)
     data, res = bench_json(SMALL, "--repeat", "1", "--warmup", "0", "--paths", "cpu,gpu-per-conv,gpu,gpu-batch")
     gpu_rows = [r for r in data["rows"] if r["path"].startswith("gpu")]
     assert [r["path"] for r in gpu_rows] == ["gpu-per-conv", "gpu", "gpu-batch"]

@@ -14,7 +14,7 @@ import facerun
 from facerun import cpu
 from facerun import program as P
 from facerun.errors import GpuError
-from facerun.gpu import CheckedGpu, DoesNotFit, GpuModel, attach, disagreement
+from facerun.gpu import CheckedGpu, DoesNotFit, GpuModel, disagreement
 from facerun.gpu import device as D
 from facerun.gpu.checked import test_inputs as check_inputs
 from facerun.gpu.plan import Limits
@@ -139,8 +139,8 @@ def test_real_models_agree_with_the_cpu(gpu_model, models_dir, file, shape):
 
 
 def test_checked_attach_uses_the_gpu_and_falls_back_on_a_device_failure(gpu, caplog):
-    net = facerun.load("every-op")
-    assert attach(net) is net.gpu and net.gpu is not None
+    net = facerun.load("every-op", device="auto")
+    assert net.gpu is not None and net.runner is net.gpu
     x = check_inputs(net.program(net.default_shape(1)), seed=9)[net.input_name]
     want = net.run_cpu(x)
     first = net.run(x)

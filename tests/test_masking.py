@@ -175,16 +175,22 @@ def test_the_detector_finds_the_same_faces_in_fewer_programs(gpu, monkeypatch):
             assert abs(fa.score - fb.score) <= 1e-5 and np.allclose(fa.box, fb.box, atol=1e-3)
 
 
-def test_a_mask_that_disagrees_in_the_check_leaves_photos_in_their_own_programs(gpu, caplog):
+def test_a_mask_that_disagrees_in_the_check_leaves_photos_in_their_own_programs(gpu, caplog, monkeypatch):
+    import dataclasses
+
     from facerun.face.detect import Detector
 
+    # the family's layout with a crop that takes the wrong rows: the check's masked run then differs from the CPU's
+    layout_of = yunet.YuNet.photo_layout
+
+    def wrong_rows(family, bucket):
+        right = layout_of(family, bucket)
+        return dataclasses.replace(right, crop=lambda out, big, photo: {k: v[:, ::-1] for k, v in right.crop(
+            out, big, photo).items()})
+
+    monkeypatch.setattr(yunet.YuNet, "photo_layout", wrong_rows)
     detector = Detector("yunet-2023mar", device="gpu")
     cpu = Detector("yunet-2023mar", device="cpu")
-    align, crop, program_of = detector.net.gpu.photo_masks
-    # a crop that takes the wrong rows: the check's masked run then differs from the CPU's
-    detector.net.gpu.photo_masks = (align, lambda out, big, photo: {k: v[:, ::-1] for k, v in crop(out, big,
-                                                                                                   photo).items()},
-                                    program_of)
     rgb = np.random.default_rng(9).integers(0, 256, (200, 300, 3), dtype=np.uint8)
     rgb[40:160, 100:220] = 200
     faces = detector.detect(rgb)

@@ -96,7 +96,7 @@ def test_the_detectors_one_check_covers_the_sizes_to_come(gpu):
     first = counters.since(before)
     # the first photo waits only for its own variants: the sizes to come are checked before the second run
     left = set().union(*({d.kernel.key for d in model.planned(detector.net.program(shape))}
-                         for shape in detector.net.expected_shapes)) - checked.verified
+                         for shape in detector.net.workload.expected_shapes)) - checked.verified
     assert left and first["gpu_checks"] == 1
     detector.detect(rgb[:200, :300])
     paid = counters.since(before)
@@ -108,7 +108,7 @@ def test_the_detectors_one_check_covers_the_sizes_to_come(gpu):
     assert ran_on_cpu[1] == ((1, 3, CHECK_SIDE - 32, CHECK_SIDE - 64), ran_on_cpu[0][1]) and checked.masks_agree
     assert all(steps == 1 for _, steps in ran_on_cpu[2:]) and paid.get("gpu_layer_checks", 0) == len(ran_on_cpu) - 2
     assert paid["gpu_layer_checks"] > first.get("gpu_layer_checks", 0)
-    for shape in detector.net.expected_shapes:  # up to max_side: nothing left to check when such a photo comes
+    for shape in detector.net.workload.expected_shapes:  # up to max_side: nothing left to check when such a photo comes
         planned = {d.kernel.key for d in model.planned(detector.net.program(shape))}
         assert planned <= checked.verified
     assert {d.kernel.key for d in model.planned(detector.net.program((1, 3, 736, 1280)))} <= checked.verified

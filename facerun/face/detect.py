@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import settings
-from ..errors import FacerunError, InputError, ModelError, UnsupportedOps
+from ..errors import InputError, ModelError, UnsupportedOps
+from ..runner import Workload
 from . import families, yunet
 from .faces import Face, rescaled
 from .images import load_image
@@ -80,22 +81,21 @@ class Detector:
         self.top_k = int(top_k)
         self.max_side = int(max_side)
         self.runtime = runtime
-        self.net = _load_net(self.card, device, runtime, self.family)
-        if self.family.follows_image and hasattr(self.net, "expected_shapes"):
-            # a photo library meets every size up to max_side: the GPU's one check runs the whole network small and
-            # covers the kernel variants of the sizes to come from two programs (what YuNet's layers choose between)
-            side = -(-(self.max_side or DEFAULT_MAX_SIDE) // 32) * 32
-            self.net.check_side = CHECK_SIDE
-            self.net.expected_shapes = [(1, 3, s, s) for s in sorted({min(640, side), side})]
-        self.bucket = 0  # photos' padded sizes rounded up to this on the GPU (0: not)
-        gpu = getattr(self.net, "gpu", None)
-        crop = getattr(self.family, "crop", None)
-        if self._photos_on_gpu() and crop is not None and hasattr(gpu, "photo_masks"):
-            self.bucket = photo_bucket()
-            if self.bucket > yunet.PAD_DIVISOR:
-                gpu.photo_masks = (yunet.PAD_DIVISOR, crop, self.net.program)
-            else:
-                self.bucket = 0
+        self.net = _load_net(self.card, device, runtime, self.family, self._workload(device, runtime))
+
+    def _workload(self, device: str, runtime: str) -> Workload | None:
+        """What the net's runner is told of this detector's use of it (runner.Workload), or None (onnxruntime)."""
+        if runtime != "facerun":
+            return None
+        if not self.family.follows_image:
+            return Workload()
+        # a photo library meets every size up to max_side: the GPU's one check runs the whole network small and
+        # covers the kernel variants of the sizes to come from two programs (what YuNet's layers choose between)
+        side = -(-(self.max_side or DEFAULT_MAX_SIDE) // 32) * 32
+        expected = tuple((1, 3, s, s) for s in sorted({min(640, side), side}))
+        # photos go to the device as their bytes, in buckets of PHOTO_BUCKET (a family whose outputs can be cut)
+        layout = self.family.photo_layout(photo_bucket() if device != "cpu" else 0)
+        return Workload(check_side=CHECK_SIDE, expected_shapes=expected, photo=layout)
 
     @property
     def device(self) -> str:
@@ -144,10 +144,10 @@ class Detector:
                 scale_x, scale_y = pixels.shape[1] / width, pixels.shape[0] / height
             else:
                 pixels, scale_x, scale_y = yunet.fit_max_side(pixels, self.max_side)
-        if self._photos_on_gpu():  # the photo goes up as its bytes (three or four a pixel); the device makes the blob
+        if self._photos_on_device():  # the photo goes up as its bytes (three or four a pixel); the device lays it out
             shape, frame = self.family.layout(pixels)
-            bucket = (1, 3, *yunet.bucket_size(shape[2], shape[3], self.bucket)) if self.bucket else None
-            return Prepared(None, frame, scale_x, scale_y, image=pixels, shape=shape, bucket=bucket)
+            return Prepared(None, frame, scale_x, scale_y, image=pixels, shape=shape,
+                            bucket=self.net.photo_bucket(shape))
         rgb = pixels[:, :, :3]  # YuNet's make_blob reads a view; the families that resize want it contiguous
         blob, frame = self.family.prepare(rgb if self.family.follows_image else np.ascontiguousarray(rgb))
         return Prepared(blob, frame, scale_x, scale_y, shape=tuple(blob.shape))
@@ -159,29 +159,20 @@ class Detector:
             return None
         return yunet.shrunk_size(width, height, self.max_side)
 
-    def _photos_on_gpu(self) -> bool:
-        gpu = getattr(self.net, "gpu", None)
-        return isinstance(self.family, yunet.YuNet) and gpu is not None and getattr(gpu, "image_layout", 0) is not False
+    def _photos_on_device(self) -> bool:
+        return self.runtime == "facerun" and self.net.takes_photos
 
     def precompile(self, prepared: Prepared) -> None:
         """Compile the network's program for this input (and, once the GPU has passed its check, the program's GPU
         form) ahead of run_network: a library's decoding threads do it, so the network thread mostly runs. Errors
         are left for run_network to raise."""
-        net = self.net
-        if not hasattr(net, "program"):
+        if self.runtime != "facerun":
             return
-        try:
-            masked = prepared.bucket is not None and getattr(net.gpu, "masks_agree", None) is not False
-            prog = net.program(prepared.bucket if masked else prepared.shape)
-            gpu = net.gpu
-            if gpu is not None and gpu.active and gpu.whole_checked:
-                gpu.model.compile(prog)
-        except FacerunError:
-            pass
+        self.net.prepare(prepared.shape, photo=prepared.image is not None)
 
     def run_network(self, prepared: Prepared) -> Prepared:
         if prepared.image is not None:
-            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, yunet.make_blob, prepared.bucket)
+            prepared.outputs = self.net.run_photo(prepared.image, prepared.shape, bucket=prepared.bucket)
         else:
             prepared.outputs = self.net.run(prepared.blob)
         return prepared
@@ -239,7 +230,7 @@ def _card(model):
     return identify(default_detector() if model is None else model)
 
 
-def _load_net(card, device: str, runtime: str, family):
+def _load_net(card, device: str, runtime: str, family, workload: Workload | None):
     path = card.path
     if runtime == "onnxruntime":
         if device == "gpu":
@@ -250,7 +241,7 @@ def _load_net(card, device: str, runtime: str, family):
     import facerun
 
     try:
-        return facerun.load(card, device=device)
+        return facerun.load(card, device=device, workload=workload)
     except UnsupportedOps as e:
         # the family's decoder is ready; only the network's operators are missing from facerun's interpreter
         error = UnsupportedOps(e.ops)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FacerunError, ImageError, InputError, ModelError
+from ..runner import Workload
 from ..zoo.card import Preprocess, parse_input_size
 from . import align
 
@@ -93,10 +94,12 @@ class Embedder:
 
     def __init__(self, model=None, device: str = "auto", input_size=None, mean=None, std=None, bgr=None,
                  threshold: float | None = None, models_dir=None, precision: str = "f32"):
+        from ..net import GPU_BATCHES
         from ..zoo.card import embedder_card, identify
 
+        # the batches a GPU runs (net.gpu_batch): their kernel variants checked up front, with the first
         self.net = _load_net(identify(model if model is not None else default_embedder(models_dir), models_dir),
-                             device, precision)
+                             device, precision, Workload(expected_batches=tuple(b for b in GPU_BATCHES if b > 1)))
         card = self.net.card
         self.path = card.path
         self.requested_device = device
@@ -121,11 +124,6 @@ class Embedder:
         self.threshold = float(threshold) if threshold is not None else self.preprocessing.threshold
         self._check_input_shape()
         self._dim: int | None = None
-        if hasattr(self.net, "expected_shapes"):  # the batches a GPU runs: their kernel variants checked up front
-            from ..net import GPU_BATCHES
-
-            w, h = self.input_size
-            self.net.expected_shapes = [(b, 3, h, w) for b in GPU_BATCHES if b > 1]
 
     # --------------------------------------------------------------------------------------- description
     @property
@@ -337,15 +335,15 @@ def default_embedder(models_dir=None) -> Path:
                      f"pass --model PATH|NAME, or get one with `facerun models fetch sface-2021dec`")
 
 
-def _load_net(card, device: str, precision: str = "f32"):
+def _load_net(card, device: str, precision: str = "f32", workload: Workload | None = None):
     import facerun
 
     try:
-        return facerun.load(card, device=device, precision=precision)
+        return facerun.load(card, device=device, precision=precision, workload=workload)
     except ModuleNotFoundError as e:
         # the GPU path is optional; where its modules are absent, "auto" means the CPU
         if device == "auto" and (e.name or "").startswith("facerun."):
-            return facerun.load(card, device="cpu")
+            return facerun.load(card, device="cpu", workload=workload)
         raise
 
 

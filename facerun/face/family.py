@@ -97,6 +97,11 @@ class Family:
         """Network outputs (by name) -> faces in photo pixels, best score first."""
         raise NotImplementedError
 
+    def photo_layout(self, bucket: int):
+        """How a runner may lay a raw photo out as this network's input (runner.PhotoLayout, photos in programs of
+        their padded size rounded up to `bucket`), or None: the family makes the blob on the CPU (it resizes)."""
+        return None
+
     @property
     def five_points(self) -> bool:
         return self.landmark_names == FIVE_POINTS

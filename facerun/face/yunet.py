@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ModelError
+from ..runner import PhotoLayout
 from .faces import FIVE_POINTS, Face
 from .family import Family, Frame, greedy_keep
 
@@ -286,6 +287,11 @@ class YuNet(Family):
         """crop(outputs, input_hw, photo_hw): a larger input's outputs cut to a photo's, or None (2022mar's priors
         run over the whole input: its programs are one per size)."""
         return crop_2023 if self.generation == "2023mar" else None
+
+    def photo_layout(self, bucket: int) -> PhotoLayout:
+        """YuNet's blob (BGR, raw, zero-padded to multiples of 32) for a runner to make from the photo's bytes;
+        2023mar's heads cut to a smaller photo's (`crop`), so its photos may share a bucket's program."""
+        return PhotoLayout(blob=make_blob, align=PAD_DIVISOR, bgr=True, crop=self.crop, bucket=bucket)
 
     def layout(self, rgb) -> tuple[tuple[int, int, int, int], Frame]:
         """The network input's shape for `rgb` (padded to multiples of 32) and its Frame, without the blob."""

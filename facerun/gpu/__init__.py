@@ -6,11 +6,13 @@
     memory.py   resident weights under a budget, buffer slots by lifetime, weight packing
     runner.py   GpuProgram: device objects, encode, submit, watch for errors, read back
     model.py    GpuModel: one model's compiled programs, the per-convolution mode
-    checked.py  the checked attach used by Net; device.py the one wgpu device; pace.py GPU pacing; tune.py timing
+    photo.py    a photo on the device: its bytes laid out as the input, bucket programs masked to its size
+    checked.py  the checked runner facerun.load gives a Net; device.py the one wgpu device; pace.py GPU pacing;
+                tune.py timing
 
 The API Net and the commands use:
     gpu_available() -> (bool, reason)        whether a usable adapter exists (creates the device on first use)
-    attach(net, required=False)              sets net.gpu (a CheckedGpu) or net.gpu_reason
+    gpu_runner(workload)(programs)           the checked runner (a CheckedGpu, a runner.Runner); GpuError: no GPU
     CheckedGpu.run(prog, feeds)              outputs by name, or None: run this one on the CPU (reason in .reason)
     GpuModel(budget_mb=None)                 one model's GPU side without the checks:
         .run(prog, inputs) -> dict           whole program on the device (GpuError on failure)
@@ -21,7 +23,7 @@ The API Net and the commands use:
 """
 
 from ..errors import GpuError
-from .checked import CheckedGpu, Disagreement, attach, disagreement
+from .checked import CheckedGpu, Disagreement, disagreement, gpu_runner
 from .device import (
     adapter_reason,
     allow_software,
@@ -42,12 +44,12 @@ __all__ = [
     "GpuModel",
     "adapter_reason",
     "allow_software",
-    "attach",
     "broken_reason",
     "describe_adapters",
     "disagreement",
     "get_device",
     "gpu_available",
+    "gpu_runner",
     "inject_failure",
     "set_pace",
 ]

@@ -31,7 +31,6 @@ class Arena:
         self.staging = None
         self.generation = 0  # bumped when a buffer is replaced: bind groups and recorded commands made before are stale
         self.owner = None  # what the uniform buffer's parameters are: a program, or (program, photo size) when masked
-        self.image_generation = 0  # bumped when the photo-bytes buffer (image_buffers) is replaced
         self._groups: dict[tuple, object] = {}
 
     @property
@@ -85,22 +84,9 @@ class Arena:
             self._groups.clear()
             counters.bump("gpu_arena_grown")
 
-    def image_buffers(self, nbytes: int) -> tuple:
-        """(a buffer of at least `nbytes` for a photo's bytes, a uniform buffer for its layout's parameters): for
-        GpuProgram.run_image (call with `lock` held). The buffer grows with headroom like the slots."""
-        wgpu = _wgpu()
-        dev = self.dev.device
-        image = getattr(self, "_image", None)
-        if image is None or image.size < nbytes:
-            size = max(nbytes, int(image.size * GROWTH) if image is not None else nbytes, 16)
-            image = self._image = dev.create_buffer(label="facerun photo bytes", size=-(-size // 256) * 256,
-                                                    usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
-            self.image_generation += 1  # the bind groups and commands over the old buffer are stale
-            self._groups = {k: g for k, g in self._groups.items() if k[0] != "image"}
-        if getattr(self, "_image_params", None) is None:
-            self._image_params = dev.create_buffer(label="facerun photo params", size=256,
-                                                   usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        return image, self._image_params
+    def drop_groups(self, tag: str) -> None:
+        """Forget the bind groups whose key starts with `tag` (a buffer of theirs was replaced; lock held)."""
+        self._groups = {k: g for k, g in self._groups.items() if k[0] != tag}
 
     def bind_group(self, key: tuple, make):
         """The bind group for `key` (what it binds), made once by `make()`."""

@@ -11,8 +11,10 @@ batch) is checked only for kernel variants it needs that were not checked yet, e
 own shape (`gpu_variant_checks`). So a photo library of thousands of sizes pays one check per model and device,
 plus a few single-layer checks. Check programs run in buffers of their own, not the model's shared arena.
 
-`attach(net)` sets `net.gpu` (a CheckedGpu) or `net.gpu_reason`; `Net` then calls `net.gpu.run(prog, feeds)`, which
-returns the outputs or None (meaning: run this on the CPU).
+`gpu_runner(programs, workload)` makes the checked runner `facerun.load` hands its Net (a `runner.Runner`): the GPU
+runner (`GpuModel`) wrapped in the check, which compares through `agree` and asks the model only for programs of
+other shapes (`runner.Programs`); what to check ahead and how photos go up is the load's `runner.Workload`. Each
+`run*` returns the outputs or None (meaning: run this on the CPU).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import numpy as np
 
 from .. import agree, counters
 from .. import program as P
-from ..errors import FacerunError, GpuError
+from ..errors import FacerunError, GpuError, InputError, ModelError
+from ..runner import NO_WORKLOAD, PhotoLayout, Programs, Workload
 from .model import DoesNotFit, GpuModel, one_conv_program
+from .photo import PhotoChecks
 
 log = logging.getLogger("facerun.gpu")
 
@@ -59,34 +63,30 @@ def disagreement(cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray], toleran
 
 
 class CheckedGpu:
-    """A model's GPU, used only for programs it was checked on, dropped on the first device error.
+    """A model's GPU runner in the check (a runner.Runner): used only for programs it was checked on, dropped on the
+    first device error.
 
     run(prog, feeds) -> outputs, or None when this run belongs on the CPU. `reason` says why the GPU is not used
     (None while it is); `program_reasons` why single programs run on the CPU (too large for the device, say).
+    programs: the model's programs of other shapes (runner.Programs), for the whole check at a small size and the
+    workload's expected programs; None: every check at the program in hand. workload: runner.Workload.
     """
 
-    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, on_drop=None, small_program=None,
-                 expected_programs=None):
+    def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, programs: Programs | None = None,
+                 workload: Workload = NO_WORKLOAD):
 
         self.model = model
         # the bar the GPU's outputs must meet against the CPU's: its own for half floats
         self.tolerance = agree.GPU_F16_CHECK if getattr(model, "half", False) else agree.GPU_CHECK
         self.cpu_run = cpu_run or _check_on_cpu
         self.strict = strict
-        self.on_drop = on_drop
-        self.small_program = small_program  # prog -> a small program of the same model for the whole check, or None
-        self.expected_programs = expected_programs  # () -> programs a run will meet: their variants checked up front
+        self.programs = programs
+        self.workload = workload
         self.checked_program: P.Program | None = None  # the program the whole check ran (layers are checked on it)
         self.reason: str | None = None
         self.program_reasons: dict[int, str] = {}
         self.whole_checked = False  # the whole network agreed once (on the first program run)
-        self.image_layout: bool | None = None  # run_image agreed with the CPU's blob (None: not tried yet)
-        # Photos run in a larger program, masked to their size (run_image's photo): (align, crop, program_of) set by
-        # the model's user (a YuNet detector) before the first run, so the check covers it; None: not asked for.
-        # align: photo sizes are multiples of it; crop(outputs, input_hw, photo_hw) cuts a larger input's outputs
-        # to a photo's; program_of(shape) is the model's program for a shape
-        self.photo_masks: tuple | None = None
-        self.masks_agree: bool | None = None  # the masked run agreed with the CPU in the model's check
+        self.photos = PhotoChecks(model, workload.photo)  # photos laid out on the device, masked in buckets
         self.verified: set[str] = set()  # kernel variants that agreed with the CPU
         self._ahead: list[P.Program] = []  # expected programs whose variants the check left for the second run
         self._lock = threading.Lock()
@@ -97,8 +97,59 @@ class CheckedGpu:
         return self.model.device_name
 
     @property
+    def device(self) -> str:
+        """Where runs go now: the GPU's name, "cpu" once dropped."""
+        return self.model.device_name if self.reason is None else "cpu"
+
+    @property
     def active(self) -> bool:
         return self.reason is None
+
+    @property
+    def image_layout(self) -> bool | None:
+        """Whether the device's layout of photos gave the CPU blob's outputs (None: not tried yet)."""
+        return self.photos.image_layout
+
+    @property
+    def masks_agree(self) -> bool | None:
+        """Whether a photo masked in a larger program agreed with its own program in the check (None: not asked)."""
+        return self.photos.masks_agree
+
+    # ---- what the model's check runs, from the workload
+    def small_program(self, prog: P.Program) -> P.Program | None:
+        """The program for the whole-network check of `prog`: its single-item program (the network at batch 1),
+        shrunk to the workload's `check_side` when that is set and smaller, or None when `prog` is that already. The
+        kernel variants only `prog` needs are then checked layer by layer."""
+        shape = tuple(prog.input_shape)
+        if self.programs is None or not shape:
+            return None
+        small = (1,) + shape[1:]
+        side = self.workload.check_side
+        if side and len(shape) == 4:
+            small = (1, shape[1], min(shape[2], side), min(shape[3], side))
+        for candidate in (small, (1,) + shape[1:]):  # the shrunk one may not compile: then at the same size
+            if candidate == shape:
+                return None
+            try:
+                return self.programs.program(candidate)
+            except (InputError, ModelError):
+                continue
+        return None
+
+    def expected_programs(self, prog: P.Program) -> list[P.Program]:
+        """The programs of the workload's expected shapes (those that compile), for the check to plan ahead."""
+        progs = []
+        if self.programs is None:
+            return progs
+        for shape in self.workload.expected_for(tuple(prog.input_shape)):
+            try:
+                batched = shape[0] > 1 and not self.programs.batch_free
+                p = self.programs.batch_program(shape) if batched else self.programs.program(shape)
+            except (InputError, ModelError):
+                continue
+            if p is not None:
+                progs.append(p)
+        return progs
 
     def drop(self, why: str) -> None:
         """Stop using the GPU for this model, saying why once."""
@@ -107,8 +158,6 @@ class CheckedGpu:
                 return
             self.reason = why
         log.warning("GPU dropped, running on the CPU: %s", why)
-        if self.on_drop is not None:
-            self.on_drop(why)
 
     def conv_hook(self, prog: P.Program):
         """The per-convolution mode's hook for cpu.run_program(prog, feeds, conv=...): each convolution on the GPU
@@ -138,8 +187,8 @@ class CheckedGpu:
         its first layer alone; the variants of the programs the model expects (`expected_programs`) are left for
         before the next run (`_check_ahead`). Raises GpuError with the difference (or the device error)."""
         counters.bump("gpu_checks")
-        small = self.small_program(prog) if self.small_program is not None else None
-        ahead = list(self.expected_programs()) if self.expected_programs is not None else []
+        small = self.small_program(prog)
+        ahead = self.expected_programs(prog)
         # every pipeline the check and the programs to come need, made on the driver's threads during the CPU run
         making = self._make_pipelines([p for p in (small, prog, *ahead) if p is not None])
         whole, want = prog, None
@@ -162,8 +211,9 @@ class CheckedGpu:
         if why is not None:
             raise Disagreement(f"the GPU disagrees with the CPU on the check input: {why}")
         self.verified |= gp.kernel_keys
-        if self.photo_masks is not None:
-            self.masks_agree = self._check_masks(whole)
+        if self.programs is not None:
+            self.photos.check_masks(whole, self.programs.program, self.cpu_run,
+                                    lambda want, got: disagreement(want, got, self.tolerance), test_inputs)
         self.whole_checked = True
         self.checked_program = whole
         with counters.timed("gpu_checks_layers"):
@@ -171,30 +221,6 @@ class CheckedGpu:
         # the variants of the programs to come are checked before the next run, not this one: the first photo's
         # answer does not wait for them (its post-processing overlaps them)
         self._ahead = ahead
-
-    def _check_masks(self, prog: P.Program) -> bool:
-        """Part of the model's check when photos are to run masked in larger programs: `prog` (the checked program)
-        run masked to a smaller photo against the CPU on that photo's own program. False (with a warning) when the
-        program cannot be masked or disagrees: photos then run in programs of their own size."""
-        align, crop, program_of = self.photo_masks
-        _, _, h, w = prog.input_shape
-        photo = (h - align, w - 2 * align) if w > 2 * align else (h - align, w)
-        gp = self.model.compile(prog)
-        why = gp.mask_reason(align) if min(photo) > 0 else f"its {h}x{w} input has no smaller photo size"
-        if why is None:
-            own = program_of((1, 3) + photo)
-            inputs = test_inputs(own)
-            with counters.timed("gpu_checks_cpu"):
-                want = self.cpu_run(own, inputs)
-            (name, x), = inputs.items()
-            padded = np.zeros(prog.input_shape, np.float32)
-            padded[:, :, : photo[0], : photo[1]] = x
-            got = crop(gp.run({name: padded}, photo=photo, align=align), (h, w), photo)
-            why = disagreement(want, got, self.tolerance)
-        if why is not None:
-            log.warning("photos run in programs of their own size: masked to a smaller photo, %s", why)
-            return False
-        return True
 
     def _check_ahead(self) -> None:
         """The part of the model's check left for after its first run: the expected programs' kernel variants."""
@@ -312,37 +338,27 @@ class CheckedGpu:
             feeds = {prog.inputs[0][0]: feeds}
         return self._guarded(prog, lambda: self.model.run(prog, feeds))
 
-    def run_image(self, prog: P.Program, rgb: np.ndarray, blob_of, photo: tuple[int, int] | None = None
-                  ) -> dict[str, np.ndarray] | None:
-        """`prog` on a photo laid out on the device (GpuProgram.run_image, BGR), or None: run it on the CPU. The first
-        photo is also run from `blob_of(rgb)`, the CPU's layout: the two must give the very same outputs, or the
-        GPU's layout of photos is not used (the blob path goes on). photo: the photo's padded (rows, columns) when
-        `prog` is larger (`photo_masks`): the outputs come back cut to that size, those of the photo's own program;
-        None also when the masked run is not to be used (then run the photo's own program)."""
-        if self.image_layout is False:
+    def run_photo(self, prog: P.Program, rgb: np.ndarray, layout: PhotoLayout,
+                  photo: tuple[int, int] | None = None) -> dict[str, np.ndarray] | None:
+        """`prog` on a photo laid out on the device (photo.PhotoChecks.run), or None: run it another way."""
+        if not self.photos.takes(photo is not None):
             return None
-        if photo is not None and (self.photo_masks is None or self.masks_agree is False):
-            return None
-        align, crop = (self.photo_masks[0], self.photo_masks[1]) if photo is not None else (32, None)
+        return self._guarded(prog, lambda: self.photos.run(prog, rgb, layout, photo))
 
-        def work():
-            gp = self.model.compile(prog)
-            if photo is not None and (not self.masks_agree or gp.mask_reason(align) is not None):
-                return None
-            got = gp.run_image(rgb, bgr=True, photo=photo, align=align)
-            if self.image_layout is None:
-                blob = blob_of(rgb)
-                if photo is not None:
-                    blob = np.pad(blob, [(0, a - b) for a, b in zip(prog.input_shape, blob.shape)])
-                want = gp.run({prog.inputs[0][0]: blob}, photo=photo, align=align)
-                same = all(np.array_equal(got[k], want[k]) for k in want)
-                self.image_layout = same
-                if not same:
-                    log.warning("the GPU's layout of photos differs from the CPU's; photos go up as blobs")
-                    got = want
-            return got if photo is None else crop(got, tuple(prog.input_shape[2:]), tuple(photo))
+    def takes_photos(self) -> bool:
+        """Whether run_photo lays photos out on the device now."""
+        return self.reason is None and self.photos.takes(False)
 
-        return self._guarded(prog, work)
+    def masks_photos(self) -> bool:
+        """Whether a photo may run in a larger bucket's program now."""
+        return self.reason is None and self.photos.takes(True)
+
+    def prepare(self, prog: P.Program) -> None:
+        """The compiled form of `prog` made ahead, once the model's check has passed (a library's decoding threads;
+        before the check the first run makes it). Errors are left for the run."""
+        if self.reason is None and self.whole_checked:
+            with contextlib.suppress(FacerunError):
+                self.model.compile(prog)
 
     def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]] | None:
         """Several inputs through one program in one submission, or None: run them on the CPU."""
@@ -379,25 +395,11 @@ class CheckedGpu:
             return None
 
 
-def attach(net, required: bool = False, budget_mb: float | None = None, precision: str = "f32") -> CheckedGpu | None:
-    """Give `net` a checked GPU (`net.gpu`), or say why not (`net.gpu_reason`). required=True (device="gpu") raises
-    GpuError when there is no usable GPU, and when the GPU disagrees with the CPU. precision: "f32", or "f16"
-    (program.PRECISIONS: half-float storage, checked at agree.GPU_F16_CHECK)."""
-    try:
-        model = GpuModel(budget_mb=budget_mb, precision=precision)
-    except GpuError as e:
-        net.gpu = None
-        net.gpu_reason = str(e)
-        if required:
-            raise
-        return None
-
-    def dropped(why: str) -> None:
-        net.gpu = None
-        net.gpu_reason = why
-
-    gpu = CheckedGpu(model, strict=required, on_drop=dropped, small_program=getattr(net, "check_program", None),
-                     expected_programs=getattr(net, "expected_programs", None))
-    net.gpu = gpu
-    net.gpu_reason = None
-    return gpu
+def gpu_runner(workload: Workload = NO_WORKLOAD, required: bool = False, budget_mb: float | None = None,
+               precision: str = "f32"):
+    """A factory of a model's checked GPU runner: programs (runner.Programs, the model's programs of other shapes:
+    a Net) -> CheckedGpu. GpuError here when there is no usable GPU. required=True (device="gpu"): a disagreement
+    with the CPU raises too, instead of dropping the GPU. precision: "f32", or "f16" (program.PRECISIONS: half-float
+    storage, checked at agree.GPU_F16_CHECK)."""
+    model = GpuModel(budget_mb=budget_mb, precision=precision)
+    return lambda programs: CheckedGpu(model, strict=required, programs=programs, workload=workload)

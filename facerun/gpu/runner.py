@@ -10,7 +10,6 @@ command buffer is recorded while the GPU works on this one. Any device error on 
 
 from __future__ import annotations
 
-import struct
 import time
 
 import numpy as np
@@ -19,11 +18,11 @@ from .. import program as P
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
-from . import masking, pace, readback
+from . import pace, readback
 from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
-from .plan import flat_grid
+from .photo import PhotoInput
 
 
 def _wgpu():
@@ -59,11 +58,6 @@ class _RawCalls:
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
 
 
-def _field_offset(kernel: K.Kernel, name: str) -> int:
-    """The byte offset of parameter `name` in `kernel`'s uniform struct."""
-    return next(f.offset for f in kernel.layout.fields if f.name == name)
-
-
 def _raw_pass_calls() -> _RawCalls | None:
     """The raw calls, or None if this wgpu build lacks them."""
     try:
@@ -96,18 +90,14 @@ class GpuProgram:
         # every dispatch's parameters at its UNIFORM_SLOT offset, zero filled
         slot = K.UNIFORM_SLOT
         self.params = b"".join(d.params.ljust(slot, b"\0") for d in self.dispatches) if self.dispatches else bytes(slot)
-        # the convolutions' output writers: where their mask sizes go in `params`, and the size of what they write
-        self._masks = [(i * slot + _field_offset(d.kernel, "vh"), d.mask)
-                       for i, d in enumerate(self.dispatches) if d.mask is not None]
-        self._masked_params: dict[tuple[int, int], bytes] = {}
-        self._maskable: dict[int, str | None] = {}
         self.pipes = self.dev.pipelines([d.kernel for d in self.dispatches])
         self.raw = _raw_pass_calls()
         # dispatches reading weights uploaded per run (past the residency budget) get their bind groups per run
         self._transient = [any(isinstance(r, Transient) for r in d.reads) for d in self.dispatches]
         if any(self._transient):
             self.raw = None  # per-run bind groups: the plain path
-        self._generation = None
+        self.generation = None  # the arena's generation the bind groups were made in
+        self.photo = PhotoInput(self)  # a photo laid out on the device, a smaller photo masked (photo.py)
         with self.lock:
             self._bind()
         # what the arena's LRU accounting charges this program: its parameters (the buffers are the arena's)
@@ -118,7 +108,7 @@ class GpuProgram:
         """Fit the arena to this program and find (or make) its bind groups; again after the arena grew. Called with
         the lock held."""
         self.arena.fit(self.slots.sizes, len(self.params), self.staging_bytes)
-        self._generation = self.arena.generation
+        self.generation = self.arena.generation
         self._ready = None  # the next run's command buffer, recorded while the GPU ran the last one
         self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
         for i, (d, pipe, transient) in enumerate(zip(self.dispatches, self.pipes, self._transient)):
@@ -127,56 +117,20 @@ class GpuProgram:
         self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
                         if self.raw else [])
 
-    def _current(self, photo: tuple[int, int] | None = None) -> None:
+    def current(self, photo: tuple[int, int] | None = None) -> None:
         """Before a run (lock held): rebind when the arena grew since, and load this program's parameters (masked to
-        a `photo` of fewer rows and columns than the input, `mask_reason`)."""
-        if self._generation != self.arena.generation:
+        a `photo` of fewer rows and columns than the input, photo.PhotoInput)."""
+        if self.generation != self.arena.generation:
             self._bind()
-        if photo is None or photo == self.input_hw:
+        if photo is None or photo == self.photo.input_hw:
             self.arena.load_params(self, self.params)
         else:
-            self.arena.load_params((self, photo), self._params_for(photo))
-
-    # ---- photos smaller than the input (masking.py)
-    @property
-    def input_hw(self) -> tuple[int, int] | None:
-        shape = self.prog.input_shape
-        return tuple(shape[2:]) if len(shape) == 4 else None
+            self.arena.load_params((self, photo), self.photo.params(photo))
 
     def mask_reason(self, align: int) -> str | None:
         """None when this program runs a photo of a multiple of `align` rows and columns up to its input's exactly
         (masking.maskable); else why not."""
-        if align not in self._maskable:
-            self._maskable[align] = masking.maskable(self.prog, align)
-        return self._maskable[align]
-
-    def _params_for(self, photo: tuple[int, int]) -> bytes:
-        """The parameters with every convolution output masked to a photo of `photo` (rows, columns)."""
-        blob = self._masked_params.get(photo)
-        if blob is None:
-            buf = bytearray(self.params)
-            sizes = masking.mask_sizes([m for _, m in self._masks], self.input_hw, photo)
-            for (at, _), (vh, vw) in zip(self._masks, sizes):
-                struct.pack_into("<II", buf, at, max(vh, 1), max(vw, 1))
-            blob = self._masked_params[photo] = bytes(buf)
-            if len(self._masked_params) > 64:  # a bucket takes few photo sizes; bound it all the same
-                self._masked_params.pop(next(iter(self._masked_params)))
-        return blob
-
-    def _photo(self, photo, align: int) -> tuple[int, int] | None:
-        """A run's photo size, checked: a multiple of `align` within the input, on a program that masks exactly."""
-        if photo is None:
-            return None
-        photo = (int(photo[0]), int(photo[1]))
-        hw = self.input_hw
-        if hw is None or not (0 < photo[0] <= hw[0] and 0 < photo[1] <= hw[1]) or photo[0] % align or photo[1] % align:
-            raise GpuError(f"a {photo[0]}x{photo[1]} photo does not fit a program of input {hw} in steps of {align}")
-        if photo == hw:
-            return None
-        why = self.mask_reason(align)
-        if why is not None:
-            raise GpuError(f"this program cannot run a smaller photo exactly: {why}")
-        return photo
+        return self.photo.mask_reason(align)
 
     @property
     def buffers(self) -> list:
@@ -233,7 +187,7 @@ class GpuProgram:
             cp.set_bind_group(0, bg)
             cp.dispatch_workgroups(gx, gy, 1)
 
-    def _pass(self, enc, repeat: int = 1, first=None) -> None:
+    def encode_pass(self, enc, repeat: int = 1, first=None) -> None:
         """One compute pass over the dispatches (`repeat` times over, for timing); `first`: (pipeline, bind group,
         workgroups) of a dispatch to run before them (a photo's layout, run_image)."""
         raw = self.raw
@@ -266,7 +220,7 @@ class GpuProgram:
         finally:
             raw.release(h)
 
-    def _copy_outputs(self, enc, staging, at: int) -> None:
+    def copy_outputs(self, enc, staging, at: int) -> None:
         copy = self.raw.copy if self.raw else None
         for _, vid, slot, offset in self.outputs:
             if slot is None:
@@ -280,8 +234,8 @@ class GpuProgram:
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
         enc = self.dev.device.create_command_encoder(label="facerun program")
-        self._pass(enc)
-        self._copy_outputs(enc, self.staging, 0)
+        self.encode_pass(enc)
+        self.copy_outputs(enc, self.staging, 0)
         return enc.finish()
 
     # ---- inputs and outputs
@@ -316,10 +270,10 @@ class GpuProgram:
         `align`), the rest zero: every layer is then masked to it, so the outputs on its region are those of the
         photo's own program."""
         arrays = self._arrays(inputs)
-        photo = self._photo(photo, align)
+        photo = self.photo.checked(photo, align)
 
         def prepare():
-            self._current(photo)
+            self.current(photo)
             for (_, slot, _), a in zip(self.inputs, arrays):
                 self.dev.queue.write_buffer(self.buffers[slot], 0, a)
             commands, self._ready = self._ready, None
@@ -331,79 +285,18 @@ class GpuProgram:
             if self.raw:  # the next run then only writes its inputs and submits
                 self._ready = self._commands()
 
+        return self.submit_run(prepare, record_next)
+
+    def submit_run(self, prepare, record_next) -> dict[str, np.ndarray]:
+        """One run's submission (the lock held, at the GPU's pace) and its outputs by name."""
         with self.lock, pace.turn():
             flat = self._submit("the program", prepare, record_next)
         return self._unpack(flat)
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
                   align: int = 32) -> dict[str, np.ndarray]:
-        """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
-        R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
-        device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
-        right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
-        programs of one 1 x 3 x H x W input. photo, align: as in `run` (the photo's padded size; `rgb` within it)."""
-        (_, slot, v), = self.inputs
-        if len(v.shape) != 4 or v.shape[:2] != (1, 3):
-            raise GpuError(f"run_image takes a program of a 1x3xHxW input, not {list(v.shape)}")
-        ph, pw = v.shape[2:]
-        if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
-                or rgb.shape[1] > pw):
-            raise GpuError(f"run_image takes an image of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)} "
-                           f"{rgb.dtype}")
-        h, w, pixel = rgb.shape
-        photo = self._photo(photo, align)
-        if photo is not None and (h > photo[0] or w > photo[1]):
-            raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
-        data = np.ascontiguousarray(rgb).reshape(-1)
-        whole = data.size - data.size % 4
-        kernel = K.IMAGE
-        gx, gy, row = flat_grid(3 * ph * pw, self.dev.limits)
-        params = kernel.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
-
-        def prepare():
-            self._current(photo)
-            image, uniform = self.arena.image_buffers(-(-data.size // 4) * 4)
-            queue = self.dev.queue
-            if whole:
-                queue.write_buffer(image, 0, data[:whole])
-            if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
-                queue.write_buffer(image, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
-            queue.write_buffer(uniform, 0, params)
-            commands, self._ready_image = getattr(self, "_ready_image", None), None
-            current = (self.arena.image_generation, self._generation)
-            if commands is None or commands[0] != current:
-                commands = (current, self._image_commands(image, uniform, slot, gx, gy))
-            self._image_key = commands[0]
-            return commands[1], self.staging
-
-        def record_next():
-            if self.raw:
-                image, uniform = self.arena.image_buffers(0)
-                self._ready_image = (self._image_key, self._image_commands(image, uniform, slot, gx, gy))
-
-        with self.lock, pace.turn():
-            flat = self._submit("the program", prepare, record_next)
-        return self._unpack(flat)
-
-    def _image_commands(self, image, uniform, slot: int, gx: int, gy: int):
-        """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied."""
-        buf = self.buffers[slot]
-        key = ("image", self.arena.image_generation, id(buf))
-
-        def make():
-            entries = [{"binding": K.UNIFORM_BINDING,
-                        "resource": {"buffer": uniform, "offset": 0, "size": uniform.size}}]
-            for b in K.READ_BINDINGS:
-                read = image if b == K.READ_BINDINGS[0] else self.dev.dummy
-                entries.append({"binding": b, "resource": {"buffer": read, "offset": 0, "size": read.size}})
-            entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
-            return self.dev.device.create_bind_group(layout=self.dev.layout, entries=entries)
-
-        group = self.arena.bind_group(key, make)
-        enc = self.dev.device.create_command_encoder(label="facerun photo")
-        self._pass(enc, first=(self.dev.pipeline(K.IMAGE), group, gx, gy))
-        self._copy_outputs(enc, self.staging, 0)
-        return enc.finish()
+        """The program on one photo laid out on the device (photo.PhotoInput.run_image)."""
+        return self.photo.run_image(rgb, bgr, photo, align)
 
     def run_many(self, items: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
         """Several independent inputs through this program in ONE submission: for each item, its inputs copied into
@@ -413,7 +306,7 @@ class GpuProgram:
         per_item = -(-self.staging_bytes // 256) * 256  # copy offsets must be 4-aligned; keep items apart
 
         def prepare():
-            self._current()
+            self.current()
             src, staging = self._batch_buffers(every_input.nbytes, per_item * len(items))
             self.dev.queue.write_buffer(src, 0, every_input)
             enc = self.dev.device.create_command_encoder(label="facerun batch")
@@ -422,8 +315,8 @@ class GpuProgram:
                 for _, slot, v in self.inputs:
                     enc.copy_buffer_to_buffer(src, at, self.buffers[slot], 0, v.nbytes)
                     at += v.nbytes
-                self._pass(enc)
-                self._copy_outputs(enc, staging, i * per_item)
+                self.encode_pass(enc)
+                self.copy_outputs(enc, staging, i * per_item)
             return enc.finish(), staging
 
         with self.lock, pace.turn():
@@ -479,9 +372,9 @@ class GpuProgram:
         """Wall seconds of one submission of `repeat` passes over the dispatches, until the GPU is done."""
         with self.lock:
             try:
-                self._current()
+                self.current()
                 enc = self.dev.device.create_command_encoder(label="facerun timing")
-                self._pass(enc, repeat)
+                self.encode_pass(enc, repeat)
                 # wait through a read-back of 16 bytes (wgpu-py 0.32's on_submitted_work_done is broken)
                 enc.copy_buffer_to_buffer(self.buffers[0], 0, self.staging, 0, 16)
                 commands = enc.finish()
@@ -496,10 +389,10 @@ class GpuProgram:
     def time_encoding(self, repeat: int = 10) -> float:
         """Seconds of host time to record one pass over the dispatches (what a run's recording costs)."""
         with self.lock:
-            self._current()
+            self.current()
             start = time.perf_counter()
             for _ in range(repeat):
                 enc = self.dev.device.create_command_encoder()
-                self._pass(enc)
+                self.encode_pass(enc)
                 enc.finish()
             return (time.perf_counter() - start) / repeat

@@ -1,0 +1,265 @@
+"""A photo on the device: its bytes uploaded and laid out as the network input (`shaders/image.wgsl`), the bucket
+programs it may run in masked to its size (the mask sizes written into the convolutions' parameters; which programs
+stay exact so is `masking.py`'s analysis), and the checks that let the GPU do either (`PhotoChecks`).
+
+A detector family gives one `runner.PhotoLayout` (its blob, alignment, crop and bucket); `PhotoInput` is one
+compiled program's side of it, `PhotoChecks` one model's (its first photo laid out against the CPU's blob, the
+masked run against a smaller photo's own program, both in the model's one agreement check).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import weakref
+
+import numpy as np
+
+from .. import counters
+from ..errors import GpuError
+from ..runner import PhotoLayout
+from . import kernels as K
+from . import masking
+from .arena import GROWTH
+from .plan import flat_grid
+
+log = logging.getLogger("facerun.gpu")
+
+
+def _wgpu():
+    import wgpu
+
+    return wgpu
+
+
+class _Buffers:
+    """An arena's photo-bytes buffer and the layout kernel's uniform buffer (one photo runs at a time per arena)."""
+
+    def __init__(self):
+        self.image = None
+        self.params = None
+        self.generation = 0  # bumped when the bytes buffer is replaced: bind groups and commands over it are stale
+
+
+_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # arena -> _Buffers
+
+
+def _buffers(arena, nbytes: int) -> _Buffers:
+    """The arena's photo buffers, the bytes one at least `nbytes` (call with the arena's lock held)."""
+    kept = _BUFFERS.get(arena)
+    if kept is None:
+        kept = _BUFFERS[arena] = _Buffers()
+    wgpu = _wgpu()
+    dev = arena.dev.device
+    if kept.image is None or kept.image.size < nbytes:
+        size = max(nbytes, int(kept.image.size * GROWTH) if kept.image is not None else nbytes, 16)
+        kept.image = dev.create_buffer(label="facerun photo bytes", size=-(-size // 256) * 256,
+                                       usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
+        kept.generation += 1
+        arena.drop_groups("image")
+    if kept.params is None:
+        kept.params = dev.create_buffer(label="facerun photo params", size=256,
+                                        usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+    return kept
+
+
+def _field_offset(kernel: K.Kernel, name: str) -> int:
+    """The byte offset of parameter `name` in `kernel`'s uniform struct."""
+    return next(f.offset for f in kernel.layout.fields if f.name == name)
+
+
+class PhotoInput:
+    """One compiled program's photo side (`gp`, a runner.GpuProgram): the mask parameters of a smaller photo, and a
+    photo laid out on the device as the input."""
+
+    def __init__(self, gp):
+        self.gp = gp
+        slot = K.UNIFORM_SLOT
+        # the convolutions' output writers: where their mask sizes go in the parameters, and what they write
+        self._masks = [(i * slot + _field_offset(d.kernel, "vh"), d.mask)
+                       for i, d in enumerate(gp.dispatches) if d.mask is not None]
+        self._masked_params: dict[tuple[int, int], bytes] = {}
+        self._maskable: dict[int, str | None] = {}
+        self._ready = None  # (key, command buffer) recorded for the next photo while the GPU ran this one
+        self._key = None
+
+    @property
+    def input_hw(self) -> tuple[int, int] | None:
+        shape = self.gp.prog.input_shape
+        return tuple(shape[2:]) if len(shape) == 4 else None
+
+    def mask_reason(self, align: int) -> str | None:
+        """None when the program runs a photo of a multiple of `align` rows and columns up to its input's exactly
+        (masking.maskable); else why not."""
+        if align not in self._maskable:
+            self._maskable[align] = masking.maskable(self.gp.prog, align)
+        return self._maskable[align]
+
+    def params(self, photo: tuple[int, int]) -> bytes:
+        """The parameters with every convolution output masked to a photo of `photo` (rows, columns)."""
+        blob = self._masked_params.get(photo)
+        if blob is None:
+            buf = bytearray(self.gp.params)
+            sizes = masking.mask_sizes([m for _, m in self._masks], self.input_hw, photo)
+            for (at, _), (vh, vw) in zip(self._masks, sizes):
+                struct.pack_into("<II", buf, at, max(vh, 1), max(vw, 1))
+            blob = self._masked_params[photo] = bytes(buf)
+            if len(self._masked_params) > 64:  # a bucket takes few photo sizes; bound it all the same
+                self._masked_params.pop(next(iter(self._masked_params)))
+        return blob
+
+    def checked(self, photo, align: int) -> tuple[int, int] | None:
+        """A run's photo size, checked: a multiple of `align` within the input, on a program that masks exactly;
+        None when the run is not masked (no photo, or the whole input)."""
+        if photo is None:
+            return None
+        photo = (int(photo[0]), int(photo[1]))
+        hw = self.input_hw
+        if hw is None or not (0 < photo[0] <= hw[0] and 0 < photo[1] <= hw[1]) or photo[0] % align or photo[1] % align:
+            raise GpuError(f"a {photo[0]}x{photo[1]} photo does not fit a program of input {hw} in steps of {align}")
+        if photo == hw:
+            return None
+        why = self.mask_reason(align)
+        if why is not None:
+            raise GpuError(f"this program cannot run a smaller photo exactly: {why}")
+        return photo
+
+    def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
+                  align: int = 32) -> dict[str, np.ndarray]:
+        """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
+        R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
+        device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
+        right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
+        programs of one 1 x 3 x H x W input. photo, align: as in GpuProgram.run (the photo's padded size; `rgb`
+        within it)."""
+        gp = self.gp
+        (_, slot, v), = gp.inputs
+        if len(v.shape) != 4 or v.shape[:2] != (1, 3):
+            raise GpuError(f"run_image takes a program of a 1x3xHxW input, not {list(v.shape)}")
+        ph, pw = v.shape[2:]
+        if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
+                or rgb.shape[1] > pw):
+            raise GpuError(f"run_image takes an image of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)} "
+                           f"{rgb.dtype}")
+        h, w, pixel = rgb.shape
+        photo = self.checked(photo, align)
+        if photo is not None and (h > photo[0] or w > photo[1]):
+            raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
+        data = np.ascontiguousarray(rgb).reshape(-1)
+        whole = data.size - data.size % 4
+        gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
+        params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
+
+        def prepare():
+            gp.current(photo)
+            bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
+            queue = gp.dev.queue
+            if whole:
+                queue.write_buffer(bufs.image, 0, data[:whole])
+            if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
+                queue.write_buffer(bufs.image, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+            queue.write_buffer(bufs.params, 0, params)
+            commands, self._ready = self._ready, None
+            current = (bufs.generation, gp.generation)
+            if commands is None or commands[0] != current:
+                commands = (current, self._commands(bufs, slot, gx, gy))
+            self._key = commands[0]
+            return commands[1], gp.staging
+
+        def record_next():
+            if gp.raw:
+                self._ready = (self._key, self._commands(_buffers(gp.arena, 0), slot, gx, gy))
+
+        return gp.submit_run(prepare, record_next)
+
+    def _commands(self, bufs: _Buffers, slot: int, gx: int, gy: int):
+        """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied."""
+        gp = self.gp
+        buf = gp.buffers[slot]
+        key = ("image", bufs.generation, id(buf))
+
+        def make():
+            entries = [{"binding": K.UNIFORM_BINDING,
+                        "resource": {"buffer": bufs.params, "offset": 0, "size": bufs.params.size}}]
+            for b in K.READ_BINDINGS:
+                read = bufs.image if b == K.READ_BINDINGS[0] else gp.dev.dummy
+                entries.append({"binding": b, "resource": {"buffer": read, "offset": 0, "size": read.size}})
+            entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
+            return gp.dev.device.create_bind_group(layout=gp.dev.layout, entries=entries)
+
+        group = gp.arena.bind_group(key, make)
+        enc = gp.dev.device.create_command_encoder(label="facerun photo")
+        gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGE), group, gx, gy))
+        gp.copy_outputs(enc, gp.staging, 0)
+        return enc.finish()
+
+
+class PhotoChecks:
+    """One model's photo path on the GPU, and what its checks found: `image_layout` (the device's layout of photos
+    gave the CPU's blob's outputs; None: not tried yet) and `masks_agree` (a photo masked in a larger program gave
+    its own program's outputs in the model's check; None: not asked for)."""
+
+    def __init__(self, model, layout: PhotoLayout | None):
+        self.model = model  # the GpuModel
+        self.layout = layout  # the workload's, or None: photos come only through run_photo's own layout
+        self.image_layout: bool | None = None
+        self.masks_agree: bool | None = None
+
+    @property
+    def masked(self) -> bool:
+        return self.layout is not None and self.layout.masked
+
+    def check_masks(self, prog, program_of, cpu_run, disagreement, test_inputs) -> None:
+        """Part of the model's check when photos are to run masked in larger programs: `prog` (the checked program)
+        run masked to a smaller photo against the CPU on that photo's own program (`program_of(shape)`). Not
+        agreeing (or a program that cannot be masked) leaves photos in programs of their own size, with a warning."""
+        if not self.masked:
+            return
+        align, crop = self.layout.align, self.layout.crop
+        _, _, h, w = prog.input_shape
+        photo = (h - align, w - 2 * align) if w > 2 * align else (h - align, w)
+        gp = self.model.compile(prog)
+        why = gp.mask_reason(align) if min(photo) > 0 else f"its {h}x{w} input has no smaller photo size"
+        if why is None:
+            own = program_of((1, 3) + photo)
+            inputs = test_inputs(own)
+            with counters.timed("gpu_checks_cpu"):
+                want = cpu_run(own, inputs)
+            (name, x), = inputs.items()
+            padded = np.zeros(prog.input_shape, np.float32)
+            padded[:, :, : photo[0], : photo[1]] = x
+            got = crop(gp.run({name: padded}, photo=photo, align=align), (h, w), photo)
+            why = disagreement(want, got)
+        if why is not None:
+            log.warning("photos run in programs of their own size: masked to a smaller photo, %s", why)
+            self.masks_agree = False
+        else:
+            self.masks_agree = True
+
+    def takes(self, masked: bool) -> bool:
+        """Whether a photo goes on the device now: its layout not found wrong, and a masked one (in a larger
+        program) only where masking was asked for and the model's check did not find it wrong."""
+        if self.image_layout is False:
+            return False
+        return not masked or (self.masked and self.masks_agree is not False)
+
+    def run(self, prog, rgb: np.ndarray, layout: PhotoLayout, photo: tuple[int, int] | None):
+        """`prog` on a photo laid out on the device (the model's check done), or None: the caller runs it another
+        way. The first photo is also run from `layout.blob(rgb)`, the CPU's layout: the two must give the very same
+        outputs, or the device's layout of photos is not used again. photo: as in runner.Runner.run_photo."""
+        align, crop = (self.layout.align, self.layout.crop) if photo is not None else (32, None)
+        gp = self.model.compile(prog)
+        if photo is not None and (not self.masks_agree or gp.mask_reason(align) is not None):
+            return None
+        got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
+        if self.image_layout is None:
+            blob = layout.blob(rgb)
+            if photo is not None:
+                blob = np.pad(blob, [(0, a - b) for a, b in zip(prog.input_shape, blob.shape)])
+            want = gp.run({prog.inputs[0][0]: blob}, photo=photo, align=align)
+            same = all(np.array_equal(got[k], want[k]) for k in want)
+            self.image_layout = same
+            if not same:
+                log.warning("the GPU's layout of photos differs from the CPU's; photos go up as blobs")
+                got = want
+        return got if photo is None else crop(got, tuple(prog.input_shape[2:]), tuple(photo))
