@@ -30,6 +30,16 @@ DATA = _dir("FACERUN_DATA", _DEFAULT_SHARED / "data")
 os.environ.setdefault("FACERUN_MODELS", str(MODELS))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_cache(tmp_path_factory):
+    """facerun's cache (fetched models, replicas) in a folder of this test session, never the user's: a replica is
+    written once per run (auraface-arch takes 260 MB), and a test changing the cache cannot touch ~/.cache."""
+    folder = tmp_path_factory.mktemp("facerun-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FACERUN_CACHE", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     if not (MODELS / "face_detection_yunet_2023mar.onnx").exists():

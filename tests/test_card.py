@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +124,7 @@ def test_the_replica_cache_follows_the_one_cache_rule(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")  # the XDG spec: a relative value is ignored
     assert replicas.cache_dir() == find.cache_root() / "replicas"
-    if find.sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux"):
         assert replicas.cache_dir() == tmp_path / ".cache" / "facerun" / "replicas"
 
 

@@ -145,3 +145,9 @@ def test_a_file_without_markers_is_one_error_line_and_left_alone(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
     assert doc.read_text(encoding="utf-8") == "no table here\n"
+
+
+def test_tests_never_touch_the_users_cache(tmp_path_factory):
+    # tests/conftest.py's hermetic_cache: every test of this session writes its cache under the session's folder
+    assert settings.cache_root().is_relative_to(tmp_path_factory.getbasetemp())
+    assert settings.cache_root() != settings.cache_root(env={"HOME": str(Path.home())})
