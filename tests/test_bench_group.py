@@ -64,6 +64,17 @@ def test_bench_models_is_what_a_bare_bench_runs():
     assert [(r["model"], r["path"]) for r in first["rows"]] == [(SMALL, "cpu")]
 
 
+def test_a_bare_bench_runs_bench_models_on_its_defaults(monkeypatch):
+    from facerun.commands import bench_models
+
+    calls = []
+    monkeypatch.setattr(bench_models, "run_models", lambda *args: calls.append(args))
+    for args in ((), ("models",)):
+        assert invoke(*args).exit_code == 0
+    # models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save
+    assert calls == [((), None, "640x640", 16, 10, 1, 20.0, None, False, False, None)] * 2
+
+
 def test_bench_models_text_table_and_failure_exit_match_the_bare_spelling():
     args = (SMALL, "--paths", "cpu", "--repeat", "1", "--warmup", "0")
     new, old = invoke("models", *args), invoke(*args)
