@@ -150,7 +150,9 @@ class _ReplicaNotice:
                    "100000000; FACERUN_MAX_PIXELS too).")
 @allow_software_option()
 def main(gpu_concurrency, gpu_share, max_tensor_mb, max_pixels, allow_software):
-    """facerun: run and benchmark face networks (YuNet, SFace, AuraFace) on the CPU and on any GPU.
+    """facerun: find, embed and match faces, and run and benchmark face networks on the CPU and on any GPU.
+    Shipped, and the defaults on a fresh install: the YuNet detector and the MobileFaceNet embedder; the SFace
+    and AuraFace embedders and five more detector families are known models to fetch (`facerun models list`).
 
     MODEL arguments take a path to an .onnx file, a known model's name (yunet-2023mar, sface-2021dec, ...) or a
     built-in replica name (every-op, yunet-arch, sface-arch, auraface-arch, and their -small variants), so nothing

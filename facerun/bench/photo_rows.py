@@ -203,7 +203,9 @@ def opencv_row(photos: list, detector_model, threads: int = 1) -> PhotoRow:
     each thread decoding and detecting with a FaceDetectorYN of its own (`opencv-threads`)."""
     row = PhotoRow("opencv" if threads <= 1 else "opencv-threads", workers=threads if threads > 1 else 0)
     try:
-        import cv2
+        from .opencv import import_cv2
+
+        cv2 = import_cv2()
     except ImportError:
         row.skipped = "OpenCV is not installed (pip install opencv-python-headless)"
         return row

@@ -36,7 +36,10 @@ class Interrupted(KeyboardInterrupt):
 
 def error_line(message, console: Console | None = None) -> None:
     """`error: <message>` on one line of stderr (or through `console`, e.g. a live progress bar's)."""
-    (console or err).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    from ..fsnames import shown
+
+    # a file name that is not UTF-8 shows its odd bytes as \xNN (stderr would print them as \udcNN)
+    (console or err).print(f"error: {shown(str(message))}", markup=False, highlight=False, soft_wrap=True)
 
 
 def fail(message, code: int = EXIT_FAILED) -> NoReturn:
@@ -169,10 +172,12 @@ def sample_input(net, shape, seed: int = 0):
 
 
 def json_dumps(obj, **kwargs) -> str:
-    """json.dumps of `finite_json(obj)`: the text every --json output prints (NaN written as null)."""
+    """json.dumps of `finite_json(obj)`: the text every --json output prints (NaN written as null; a file name that
+    is not UTF-8 with its odd bytes as \\xNN, facerun.fsnames.shown)."""
+    from ..fsnames import shown_all
     from ..io import finite_json
 
-    return json.dumps(finite_json(obj), allow_nan=False, **kwargs)
+    return json.dumps(shown_all(finite_json(obj)), allow_nan=False, **kwargs)
 
 
 def print_json(obj) -> None:
@@ -198,10 +203,10 @@ def short_paths(paths) -> tuple[str, list[str]]:
     local = [t for t in texts if "://" not in t]
     if not local:
         return "", texts
+    if all(not os.path.isabs(t) and not os.path.normpath(t).startswith(os.pardir) for t in local):
+        return "", texts  # under the current folder, as the user typed them: short already
     absolute = [os.path.abspath(t) for t in local]
     root = os.path.commonpath([os.path.dirname(a) for a in absolute])
-    if root == os.path.abspath(os.curdir) and all(not os.path.isabs(t) for t in local):
-        return "", texts  # given relative to here: they are short already, and what the user typed
     it = iter(absolute)
     return root, [t if "://" in t else os.path.relpath(next(it), root) for t in texts]
 

@@ -213,15 +213,18 @@ def _faces_table(records) -> Table | Text:
     if not records:
         return Text("no faces embedded")
     root, names = short_paths([r.image for r in records])
+    boxes = [fmt_box(r.box) for r in records]
+    # the photo's name and the box are what matter; the glimpse of each vector gets the width left over
+    # (" +0.123" per value, at least one), so the table fits the terminal instead of cutting the names
+    used = min(max(len(n) for n in names), 60) + len("score") + max(max(len(b) for b in boxes), 11) + 13
+    shown = max(1, min(4, (out.width - used - len(" ...")) // 7))
     title = plural(len(records), "face") + (f" under {root}" if root else "")
     table = Table(title=title, title_justify="left")
     path_column(table, names)
-    table.add_column("score", justify="right")
-    table.add_column("box x,y,w,h", justify="right")
-    # only a glimpse of the vector: on a narrow terminal it is the column cut short, never the photo's name
-    table.add_column("embedding (first 4)", no_wrap=True, overflow="ellipsis")
-    for r, name in zip(records, names):
-        table.add_row(name, f"{r.score:.3f}", fmt_box(r.box), " ".join(f"{v:+.3f}" for v in r.embedding[:4]) + " ...")
+    for name in ("score", "box x,y,w,h", "embedding"):
+        table.add_column(name, justify="right")
+    for r, name, box in zip(records, names, boxes):
+        table.add_row(name, f"{r.score:.3f}", box, " ".join(f"{v:+.3f}" for v in r.embedding[:shown]) + " ...")
     return table
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.table import Table
 
@@ -79,17 +81,20 @@ def _print_inventory(report: dict) -> None:
         where.add_row(str(i), d["path"], d["from"], "yes" if d["exists"] else "[dim]no[/dim]")
     out.print(where)
 
+    # names, kinds and states never wrap; a file is named inside the folder it was found in (the # of the table
+    # above), so the column that may fold on a narrow terminal is the least important one
+    folders = [d["path"] for d in report["search_dirs"]]
     known = Table(title="Known models", title_justify="left")
-    for column in ("name", "kind", "family", "state", "sha256", "path"):
-        known.add_column(column, overflow="fold")
+    for column in ("name", "kind", "family", "state", "in"):
+        known.add_column(column, no_wrap=True, justify="right" if column == "in" else "left")
+    known.add_column("file", overflow="fold")
     for m in report["models"]:
         if not m["present"]:
-            state, sha = "[yellow]missing[/yellow]", "-"
+            state, where, file = "[yellow]missing[/yellow]", "", f"[dim]facerun models fetch {m['name']}[/dim]"
         else:
-            state = "present"
-            sha = "[green]ok[/green]" if m["sha256_ok"] else "[red]MISMATCH[/red]"
-        known.add_row(m["name"], m["kind"], _family_title(m["family"]), state, sha,
-                      m["path"] or f"[dim]facerun models fetch {m['name']}[/dim]")
+            state = "ok" if m["sha256_ok"] else "[red]sha256 MISMATCH[/red]"
+            where, file = _in_folder(m["path"], folders)
+        known.add_row(m["name"], m["kind"], _family_title(m["family"]), state, where, file)
     out.print(known)
     for m in report["models"]:
         if (m["license"] or "").startswith("non-commercial"):
@@ -267,6 +272,16 @@ command.add_command(verify_command)
 command.add_command(fetch_command)
 command.add_command(path_command)
 command.add_command(cache_command)
+
+
+def _in_folder(path: str, folders: list[str]) -> tuple[str, str]:
+    """('#N', the file's path inside search folder N), or ('', the whole path) when it is in none of them."""
+    for number, folder in enumerate(folders, 1):
+        try:
+            return f"#{number}", str(Path(path).relative_to(folder))
+        except ValueError:
+            continue
+    return "", path
 
 
 def _family_title(family: str | None) -> str:

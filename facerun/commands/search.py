@@ -47,15 +47,16 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
     err.print(f"{query}: {plural(len(matches), 'photo')} ({embedder.name}, threshold {embedder.threshold})",
               markup=False)
     root, names = short_paths([m.image for m in matches])
+    limit = embedder.threshold
+    cells = [name + ("" if limit is None or m.cosine >= limit else " (below threshold)")
+             for m, name in zip(matches, names)]
     table = Table(title=f"under {root}" if root else None, title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("cosine", justify="right")
-    path_column(table, names)
+    path_column(table, cells)
     table.add_column("box x,y,w,h")
-    limit = embedder.threshold
-    for rank, (m, name) in enumerate(zip(matches, names), start=1):
-        mark = "" if limit is None or m.cosine >= limit else " (below threshold)"
-        table.add_row(str(rank), f"{m.cosine:.3f}", name + mark, fmt_box(m.box))
+    for rank, (m, cell) in enumerate(zip(matches, cells), start=1):
+        table.add_row(str(rank), f"{m.cosine:.3f}", cell, fmt_box(m.box))
     out.print(table)
 
 
