@@ -95,7 +95,7 @@ def _save(index, result: Clustering) -> None:
                          [(c.id, c.name, c.size) for c in result.clusters])
         # the faces of missing photos were not clustered: their old ids would point at other clusters now
         conn.execute("UPDATE faces SET cluster = NULL WHERE cluster IS NOT NULL AND photo_id IN "
-                     "(SELECT id FROM photos WHERE missing_since IS NOT NULL)")
+                     "(SELECT photo_id FROM missing)")
         conn.executemany("UPDATE faces SET cluster = ? WHERE id = ?",
                          [(int(label), int(face_id)) for label, face_id in zip(result.labels, result.face_ids)])
         conn.execute("COMMIT")

@@ -61,7 +61,7 @@ def names_for_clusters(conn, face_ids: np.ndarray, labels: np.ndarray) -> dict[i
     wanted = {int(f): int(label) for f, label in zip(face_ids, labels) if label >= 0}
     if not wanted:
         return {}
-    rows = conn.execute(FACE_KEYS + " WHERE p.missing_since IS NULL").fetchall()
+    rows = conn.execute(FACE_KEYS + " WHERE p.id NOT IN (SELECT photo_id FROM missing)").fetchall()
     persons = match(conn, [r for r in rows if r[0] in wanted])
     votes: dict[tuple[int, int], int] = defaultdict(int)
     for face_id, (person, _) in persons.items():

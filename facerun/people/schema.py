@@ -1,8 +1,9 @@
 """The face database's tables, and the upgrade of databases an older facerun wrote (every row kept).
 
-Version 2 added `photos.missing_since` (a photo no longer found is kept, marked, until `index --prune`) and the
-tables `people` and `person_faces`: a name is attached to faces by their photo's sha256 and box (and face id), not
-to a cluster number, so it survives photos going missing, being indexed again, and clustering again.
+Version 2 added the table `missing` (a photo no longer found is kept, marked there, until `index --prune`; a
+table rather than a column, so `photos` stays as users' queries know it) and the tables `people` and
+`person_faces`: a name is attached to faces by their photo's sha256 and box (and face id), not to a cluster
+number, so it survives photos going missing, being indexed again, and clustering again.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ CREATE TABLE IF NOT EXISTS photos (
     sha256 TEXT NOT NULL,
     width INTEGER NOT NULL,
     height INTEGER NOT NULL,
-    indexed_at TEXT NOT NULL,           -- ISO 8601, UTC
-    missing_since TEXT                  -- ISO 8601, UTC: not found by a later run (kept until --prune); NULL: present
+    indexed_at TEXT NOT NULL            -- ISO 8601, UTC
+);
+CREATE TABLE IF NOT EXISTS missing (     -- photos not found by a later run: kept, left out of results, until --prune
+    photo_id INTEGER PRIMARY KEY REFERENCES photos(id) ON DELETE CASCADE,
+    since TEXT NOT NULL                 -- ISO 8601, UTC
 );
 CREATE TABLE IF NOT EXISTS faces (
     id INTEGER PRIMARY KEY,
@@ -50,7 +54,7 @@ CREATE TABLE IF NOT EXISTS person_faces (   -- the faces a name was given to: ke
 
 # version 1 -> 2, in one transaction; named clusters become people holding their faces
 _UPGRADE_1 = """
-ALTER TABLE photos ADD COLUMN missing_since TEXT;
+CREATE TABLE missing (photo_id INTEGER PRIMARY KEY REFERENCES photos(id) ON DELETE CASCADE, since TEXT NOT NULL);
 CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE person_faces (person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
     face_id INTEGER NOT NULL, sha256 TEXT NOT NULL, x REAL NOT NULL, y REAL NOT NULL, w REAL NOT NULL,
