@@ -135,16 +135,16 @@ class FaceIndex:
     def counts(self) -> dict[str, int]:
         """Photos and faces present, and those of photos marked missing (left out of every result)."""
         rows = dict(((missing, (photos, faces)) for missing, photos, faces in self.conn.execute(
-            "SELECT p.missing_since IS NOT NULL, COUNT(DISTINCT p.id), COUNT(f.id) FROM photos p "
-            "LEFT JOIN faces f ON f.photo_id = p.id GROUP BY 1")))
+            "SELECT m.photo_id IS NOT NULL, COUNT(DISTINCT p.id), COUNT(f.id) FROM photos p "
+            "LEFT JOIN missing m ON m.photo_id = p.id LEFT JOIN faces f ON f.photo_id = p.id GROUP BY 1")))
         present, missing = rows.get(0, (0, 0)), rows.get(1, (0, 0))
         return {"photos": present[0], "faces": present[1], "missing_photos": missing[0], "missing_faces": missing[1]}
 
     def missing_photos(self, roots: Iterable | None = None) -> list[dict]:
         """The photos marked missing (under `roots` when given): {"image", "missing_since", "faces", "sha256"}."""
         rows = self.conn.execute(
-            "SELECT p.path, p.missing_since, COUNT(f.id), p.sha256 FROM photos p LEFT JOIN faces f "
-            "ON f.photo_id = p.id WHERE p.missing_since IS NOT NULL GROUP BY p.id ORDER BY p.path").fetchall()
+            "SELECT p.path, m.since, COUNT(f.id), p.sha256 FROM photos p JOIN missing m ON m.photo_id = p.id "
+            "LEFT JOIN faces f ON f.photo_id = p.id GROUP BY p.id ORDER BY p.path").fetchall()
         inside = _inside([Path(r).resolve() for r in roots] if roots else None)
         return [{"image": path, "missing_since": since, "faces": faces, "sha256": sha}
                 for path, since, faces, sha in rows if inside(path)]
@@ -253,13 +253,15 @@ class FaceIndex:
         unreadable = _inside(listing.unreadable) if listing.unreadable else (lambda path: False)
         found = {str(p) for p in listing.photos}
         return [(photo_id, path, since is not None)
-                for photo_id, path, since in self.conn.execute("SELECT id, path, missing_since FROM photos")
+                for photo_id, path, since in self.conn.execute(
+                    "SELECT p.id, p.path, m.since FROM photos p LEFT JOIN missing m ON m.photo_id = p.id")
                 if path not in found and inside(path) and not unreadable(path)]
 
     def _refuse_lost(self, listing: Listing, gone, prune: bool) -> None:
         """Refuse a folder root that is unreadable, empty, or lost most of its photos: likely not mounted."""
         then = "deleted" if prune else "marked missing"
-        present = [path for (path,) in self.conn.execute("SELECT path FROM photos WHERE missing_since IS NULL")]
+        present = [path for (path,) in self.conn.execute("SELECT path FROM photos WHERE id NOT IN "
+                                                                 "(SELECT photo_id FROM missing)")]
         for root in listing.folders:
             inside = _inside([root])
             indexed = sum(1 for path in present if inside(path))
@@ -279,8 +281,8 @@ class FaceIndex:
     def _plan(self, listed: list[Path], report: UpdateReport) -> list[Path]:
         """The photos to (re-)index; counts the unchanged ones and refreshes their size and mtime, and unmarks
         missing photos found again with the same bytes (their faces and face ids as they were)."""
-        known = {r[0]: r[1:] for r in self.conn.execute("SELECT path, id, size, mtime, sha256, missing_since "
-                                                        "FROM photos")}
+        known = {r[0]: r[1:] for r in self.conn.execute("SELECT p.path, p.id, p.size, p.mtime, p.sha256, m.since "
+                                                        "FROM photos p LEFT JOIN missing m ON m.photo_id = p.id")}
         todo, touched, back = [], [], []
         for path in listed:
             row = known.get(str(path))
@@ -309,24 +311,24 @@ class FaceIndex:
         if touched or back:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany("UPDATE photos SET mtime = ? WHERE id = ?", touched)
-            self.conn.executemany("UPDATE photos SET missing_since = NULL WHERE id = ?", back)
+            self.conn.executemany("DELETE FROM missing WHERE photo_id = ?", back)
             self.conn.execute("COMMIT")
         return todo
 
     def _mark_missing(self, gone, report: UpdateReport) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        newly = [(now, photo_id) for photo_id, _, was_missing in gone if not was_missing]
+        newly = [(photo_id, now) for photo_id, _, was_missing in gone if not was_missing]
         if newly:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany("UPDATE photos SET missing_since = ? WHERE id = ?", newly)
+            self.conn.executemany("INSERT OR IGNORE INTO missing(photo_id, since) VALUES (?, ?)", newly)
             self.conn.execute("COMMIT")
         report.missing = len(newly)
 
     def _prune(self, roots: list[Path] | None) -> tuple[int, int]:
         """Delete the missing photos (under `roots`, else all) and their faces; (photos, faces) deleted."""
         inside = _inside(roots)
-        gone = [photo_id for photo_id, path in
-                self.conn.execute("SELECT id, path FROM photos WHERE missing_since IS NOT NULL") if inside(path)]
+        rows = self.conn.execute("SELECT p.id, p.path FROM photos p JOIN missing m ON m.photo_id = p.id")
+        gone = [photo_id for photo_id, path in rows if inside(path)]
         if not gone:
             return 0, 0
         faces = 0
@@ -366,9 +368,10 @@ class FaceIndex:
                 old = self.conn.execute("SELECT id FROM photos WHERE path = ?", (str(r.path),)).fetchone()
                 if old is not None:
                     self.conn.execute("DELETE FROM faces WHERE photo_id = ?", old)
-                    self.conn.execute("UPDATE photos SET size=?, mtime=?, sha256=?, width=?, height=?, indexed_at=?, "
-                                      "missing_since=NULL WHERE id=?",
+                    self.conn.execute("UPDATE photos SET size=?, mtime=?, sha256=?, width=?, height=?, indexed_at=? "
+                                      "WHERE id=?",
                                       (st.st_size, st.st_mtime, sha, r.width, r.height, now, old[0]))
+                    self.conn.execute("DELETE FROM missing WHERE photo_id = ?", old)  # found again, changed
                     photo_id = old[0]
                     report.changed += 1
                 else:
@@ -410,7 +413,8 @@ class FaceIndex:
     def _read_faces(self, largest_per_photo: bool) -> StoredFaces:
         # the faces of missing photos are kept but left out of every result
         query = ("SELECT f.id, f.photo_id, p.path, f.x, f.y, f.w, f.h, f.embedding, f.cluster "
-                 "FROM faces f JOIN photos p ON p.id = f.photo_id WHERE p.missing_since IS NULL")
+                 "FROM faces f JOIN photos p ON p.id = f.photo_id "
+                 "WHERE p.id NOT IN (SELECT photo_id FROM missing)")
         if largest_per_photo:
             query += (" AND f.id = (SELECT g.id FROM faces g WHERE g.photo_id = f.photo_id "
                       "ORDER BY g.w * g.h DESC, g.id LIMIT 1)")
@@ -430,9 +434,10 @@ class FaceIndex:
         )
 
     def photo_rows(self) -> list[dict]:
-        """Every photo row, the missing ones too (their `missing_since` set)."""
-        cursor = self.conn.execute("SELECT id, path, size, mtime, sha256, width, height, indexed_at, missing_since "
-                                   "FROM photos ORDER BY id")
+        """Every photo row, the missing ones too (`missing_since` set; None for those present)."""
+        cursor = self.conn.execute("SELECT p.id, p.path, p.size, p.mtime, p.sha256, p.width, p.height, p.indexed_at, "
+                                   "m.since AS missing_since FROM photos p LEFT JOIN missing m ON m.photo_id = p.id "
+                                   "ORDER BY p.id")
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor]
 
