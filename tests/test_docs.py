@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from facerun.commands import cli_doc
-
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
@@ -78,6 +76,8 @@ def broken_links(doc: Path) -> list[str]:
 
 
 def test_cli_md_is_every_commands_current_help():
+    from facerun.commands import cli_doc
+
     current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") if (ROOT / "docs" / "cli.md").exists() else ""
     assert current == cli_doc.render(), f"docs/cli.md is out of date: run `{cli_doc.REGENERATE}`"
 
@@ -86,6 +86,7 @@ def test_cli_md_holds_every_command_and_subcommand():
     from click.testing import CliRunner
 
     from facerun.cli import COMMANDS, main
+    from facerun.commands import cli_doc
 
     text = cli_doc.render()
     for name in COMMANDS:

@@ -13,7 +13,7 @@ from .common import EXIT_NO_GPU, allow_software_option, fmt_bytes, out, print_js
 def command(as_json: bool, allow_software: bool):
     """List every GPU adapter of the wanted backend with its key limits, say which one facerun would use and why
     each other one is skipped, or why none is usable. Software adapters (llvmpipe/lavapipe, WARP, SwiftShader) are
-    skipped, since the CPU path is faster than they are, unless `facerun --allow-software adapter`.
+    skipped, since the CPU path is faster than they are, unless `facerun adapter --allow-software`.
 
     Switches: FACERUN_GPU=off, FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off, FACERUN_GPU_ADAPTER=<name substring>."""
     from .. import gpu

@@ -42,7 +42,7 @@ def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json)
     program's GPU time, run time and encoding time. Single layers are noisy on a busy GPU: decide on whole programs
     (--no-convs, --winograd).
 
-    Needs a GPU adapter (a software one with the global --allow-software)."""
+    Needs a GPU adapter (a software one with --allow-software)."""
     from ..gpu import tune as T
     from ..gpu.plan import TILES, PlanError, Tile
     from ..net import load
