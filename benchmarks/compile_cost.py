@@ -1,6 +1,6 @@
 """What a new input size costs to compile, in milliseconds (median over the sizes), for a photo library's models.
 
-    python examples/compile_cost.py [MODEL...] [--gpu] [--repeat 3] [--no-gc]
+    python benchmarks/compile_cost.py [MODEL...] [--gpu] [--repeat 3] [--no-gc]
 
 (1) program: `Net.program(shape)`, the ONNX graph compiled to a step program for a size it has not seen.
 (2) lower: `facerun.gpu.lower.lower`, that program turned into GPU dispatches (no device needed; constants not made).

@@ -1,8 +1,8 @@
 """Ratios of facerun's CPU interpreter to its peers (the README's CPU tables).
 
-    python examples/cpu_ratio.py MODEL[:BATCH]... [--size WxH] [--repeat 7] [--reference] [--threads N]
+    python benchmarks/cpu_ratio.py MODEL[:BATCH]... [--size WxH] [--repeat 7] [--reference] [--threads N]
         facerun's CPU interpreter against onnxruntime, the same input, runs interleaved
-    python examples/cpu_ratio.py --detect PHOTO [--repeat 15] [--reference] [--threads N]
+    python benchmarks/cpu_ratio.py --detect PHOTO [--repeat 15] [--reference] [--threads N]
         facerun detect (CPU) against OpenCV's cv2.FaceDetectorYN on one photo, decoded once
 
 MODEL is an .onnx file, a known model's name or a replica name (sface-arch, auraface-arch:16, ...). By default both
@@ -10,7 +10,7 @@ sides run on one thread (set before numpy loads) and time is the process's CPU t
 adds little; medians. --threads N gives every side N threads (facerun's lanes and OpenBLAS, onnxruntime's intra-op
 pool, OpenCV's) and times wall clock, with a `one-lane` row: facerun built without lanes, whose products then get
 OpenBLAS's N threads (the interpreter as it ran before lanes); the sides share one process, so each waits 0.25 s for
-the last one's threads to stop spinning (for A/B figures of two checkouts, examples/cpu_wall.py runs one process
+the last one's threads to stop spinning (for A/B figures of two checkouts, benchmarks/cpu_wall.py runs one process
 each). --reference adds the plain NCHW reference interpreter (what ran before the fast path).
 """
 

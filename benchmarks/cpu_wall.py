@@ -1,10 +1,10 @@
 """Wall-clock medians of the CPU interpreter at its default threads, one line per model: for A/B runs of two
 checkouts, each in its own process (one process holding both would share one OpenBLAS and one lane pool).
 
-    python examples/cpu_wall.py MODEL[:BATCH]... [--size WxH] [--repeat 15]
+    python benchmarks/cpu_wall.py MODEL[:BATCH]... [--size WxH] [--repeat 15]
 
     git worktree add ../before <commit>
-    for tree in ../before .; do (cd /tmp && PYTHONPATH=$OLDPWD/$tree python $OLDPWD/examples/cpu_wall.py \\
+    for tree in ../before .; do (cd /tmp && PYTHONPATH=$OLDPWD/$tree python $OLDPWD/benchmarks/cpu_wall.py \\
         face_detection_yunet_2023mar.onnx sface-arch sface-arch:16 auraface-arch auraface-arch:16); done
 
 MODEL is an .onnx file, a known model's name or a replica name; detectors run at --size (default 640x480). Inputs are

@@ -1,11 +1,11 @@
 """A library run's first photo and rate, in a fresh process: for A/B runs of two checkouts (the first photo is
 one-off work, so each run needs a process of its own).
 
-    python examples/first_photo.py DIR [--model DET] [--device gpu] [--serial] [--limit N]
+    python benchmarks/first_photo.py DIR [--model DET] [--device gpu] [--serial] [--limit N]
 
     git worktree add ../before <commit>
     for i in 1 2 3; do for tree in ../before .; do (cd /tmp && PYTHONPATH=$OLDPWD/$tree \\
-        python $OLDPWD/examples/first_photo.py PHOTOS); done; done
+        python $OLDPWD/benchmarks/first_photo.py PHOTOS); done; done
 
 Prints one JSON line: which facerun ran, device creation seconds, the first photo's ms after it (what
 `facerun bench --photos` calls first_photo_ms), photos/s, faces, busy seconds by stage and the one-off work counted

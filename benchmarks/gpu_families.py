@@ -1,7 +1,7 @@
 """Where a program's GPU time goes, by kernel family (the tiled convolution, Winograd's transforms, split-K's reduce
 pass, elementwise kernels ...): the whole pass timed with each family left out, and each family alone.
 
-    python examples/gpu_families.py MODEL [--shape 16,3,112,112] [--repeat 10] [--rounds 7]
+    python benchmarks/gpu_families.py MODEL [--shape 16,3,112,112] [--repeat 10] [--rounds 7]
 
 MODEL is an .onnx file, a known model's name or a replica name (auraface-arch, ...). The timings are of passes over
 the dispatches only (no upload, no read-back), medians over --rounds submissions of --repeat passes each. A pass

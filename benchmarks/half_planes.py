@@ -1,9 +1,8 @@
 """Whole-run A/B of --precision f16 (Winograd's transformed inputs, weights and products stored as f16, the sums
-f32) against f32, and f16 with the products left f32 (f16-planes): run medians over alternating rounds, the GPU time
-of each, and how far the f16 outputs are from the f32 ones (largest difference against the output's range, smallest
-cosine of a row).
+f32) against f32: run medians over alternating rounds, the GPU time of each, and how far the f16 outputs are from
+the f32 ones (largest difference against the output's range, smallest cosine of a row).
 
-    python examples/half_planes.py [MODEL[:BATCH] ...]    (default auraface-arch:1 auraface-arch:8
+    python benchmarks/half_planes.py [MODEL[:BATCH] ...]    (default auraface-arch:1 auraface-arch:8
                                                           auraface-arch:16; needs a GPU adapter with shader-f16)
 """
 
@@ -12,11 +11,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from ab import ab_main, alternating_runs
 
 import facerun
-from facerun.gpu import lower
 from facerun.gpu.model import GpuModel
-from facerun.gpu.tune import ab_main, alternating_runs, gpu_seconds
+from facerun.gpu.tune import gpu_seconds
 
 ROUNDS = 3
 RUNS = 15  # per variant and round
@@ -29,19 +28,12 @@ def row_cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def ab(specs: list[tuple[str, int]]) -> None:
     models = {p: GpuModel(budget_mb=16384, precision=p) for p in ("f32", "f16")}
-    models["f16-planes"] = GpuModel(budget_mb=16384, precision="f16")  # the products left f32
     for name, batch in specs:
         net = facerun.load(name, device="cpu")
         prog = net.program(net.default_shape(batch))
         x = np.random.default_rng(0).uniform(-1, 1, prog.input_shape).astype(np.float32)
         feeds = {prog.inputs[0][0]: x}
-        gps = {}
-        for p, m in models.items():
-            lower.HALF_PRODUCTS = p != "f16-planes"
-            try:
-                gps[p] = m.compile(prog)
-            finally:
-                lower.HALF_PRODUCTS = True
+        gps = {p: m.compile(prog) for p, m in models.items()}
         medians = alternating_runs(gps, feeds, ROUNDS, RUNS)
         ref = gps["f32"].run(feeds)
         for label, gp in gps.items():

@@ -2,7 +2,7 @@
 2023mar on seeded inputs at a few (program, photo) sizes, the largest difference over every output, with and
 without the mask (without it the zero rows past the photo reach every layer's edge).
 
-    python examples/masked_photos.py [--cases N]   # FACERUN_ALLOW_SOFTWARE=1 on a machine with lavapipe only
+    python benchmarks/masked_photos.py [--cases N]   # FACERUN_ALLOW_SOFTWARE=1 on a machine with lavapipe only
 
 Prints one line per case: the program's and the photo's rows x columns, max |masked - own| (0 where the kernels
 are the same), max |unmasked - own|.

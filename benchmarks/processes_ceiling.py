@@ -1,6 +1,6 @@
 """The library run's rate over N processes once they are all up: start-up timed apart from the run.
 
-    python examples/processes_ceiling.py DIR [--model DET] [--device gpu] [--runs 1x4,4x2,8x2] [--repeat 1]
+    python benchmarks/processes_ceiling.py DIR [--model DET] [--device gpu] [--runs 1x4,4x2,8x2] [--repeat 1]
 
 Each run spawns N processes; each makes its own Detector (imports, device, the GPU's check on a small image), says it
 is ready and waits; when all are, one event starts them, and each runs facerun.face.library.iter_photo_faces over

@@ -1,8 +1,8 @@
 """End-to-end timings against the peers, medians in one run (the README's detect and embed tables).
 
-    python examples/timing.py detect PHOTO [--repeat 20]
+    python benchmarks/timing.py detect PHOTO [--repeat 20]
         facerun detect on the CPU and the GPU, and OpenCV's cv2.FaceDetectorYN, on one photo (decoded once)
-    python examples/timing.py embed MODEL [--batch 16] [--faces 64] [--repeat 5]
+    python benchmarks/timing.py embed MODEL [--batch 16] [--faces 64] [--repeat 5]
         faces per second embedding aligned 112x112 crops: facerun CPU, facerun GPU (one submission per batch),
         onnxruntime CPU (and its WebGPU provider when installed), batches of --batch
 

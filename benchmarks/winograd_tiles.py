@@ -2,7 +2,7 @@
 without the Winograd rule (plan.wide_products: choose_tile alone) and against one tile forced on every Winograd
 product (16 or 36 groups) or on the F(4x4) ones alone; run medians over alternating rounds.
 
-    python examples/winograd_tiles.py [BATCH ...]      (default 16; needs a GPU adapter)
+    python benchmarks/winograd_tiles.py [BATCH ...]      (default 16; needs a GPU adapter)
 
 Single layers time noisily on a shared H200; whole runs side by side in one process are what to decide on. The tile
 is forced by wrapping the planner's choose_tile for the Winograd products' group counts: a measuring tool, not a way
@@ -15,12 +15,13 @@ import argparse
 import sys
 
 import numpy as np
+from ab import alternating_runs
 
 import facerun
 from facerun.errors import FacerunError
 from facerun.gpu import plan
 from facerun.gpu.model import GpuModel
-from facerun.gpu.tune import alternating_runs, gpu_seconds
+from facerun.gpu.tune import gpu_seconds
 
 ROUNDS = 3
 RUNS = 15  # per variant and round

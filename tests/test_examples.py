@@ -1,4 +1,5 @@
-"""The scripts in examples/ run as a user would run them (a subprocess, facerun on PYTHONPATH) on small real inputs."""
+"""The scripts in examples/ (a user's examples) and benchmarks/ (the measurements behind the README's figures) run as
+a user would run them (a subprocess, facerun on PYTHONPATH) on small real inputs."""
 
 from __future__ import annotations
 
@@ -15,15 +16,20 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+BENCHMARKS = ROOT / "benchmarks"
 
 
-def run_example(name: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_example(name: str, *args, timeout: float = 120, folder: Path = EXAMPLES) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    done = subprocess.run([sys.executable, str(EXAMPLES / name), *map(str, args)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(folder / name), *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=ROOT)
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
     return done
+
+
+def run_benchmark(name: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run_example(name, *args, timeout=timeout, folder=BENCHMARKS)
 
 
 def needs_module(name: str):
@@ -109,12 +115,12 @@ def test_bench_and_compare_saves_and_compares_two_runs(tmp_path):
 
 def test_timing_prints_every_path_with_a_number_or_a_reason(models_dir, data_dir):
     photo = data_dir / "faces" / "obama" / "obama-720p.jpg"
-    done = run_example("timing.py", "detect", photo, "--repeat", "2")
+    done = run_benchmark("timing.py", "detect", photo, "--repeat", "2")
     rows = {line.split("  ")[0].strip(): line for line in done.stdout.splitlines()[1:]}
     assert set(rows) == {"facerun cpu", "facerun gpu", "opencv FaceDetectorYN"}
     assert "1 faces" in rows["facerun cpu"] and "1 faces" in rows["opencv FaceDetectorYN"]
     assert float(rows["facerun cpu"].split()[2]) > 0
-    done = run_example("timing.py", "embed", "sface-arch-small", "--faces", "8", "--batch", "4", "--repeat", "1")
+    done = run_benchmark("timing.py", "embed", "sface-arch-small", "--faces", "8", "--batch", "4", "--repeat", "1")
     lines = done.stdout.splitlines()[1:]
     assert [line.split("  ")[0].strip() for line in lines] == ["facerun cpu", "facerun gpu", "onnxruntime cpu",
                                                               "onnxruntime webgpu"]
@@ -123,7 +129,7 @@ def test_timing_prints_every_path_with_a_number_or_a_reason(models_dir, data_dir
 
 def test_cpu_ratio_prints_a_ratio_per_model_and_for_detect(models_dir, data_dir):
     needs_module("onnxruntime")
-    done = run_example("cpu_ratio.py", "sface-arch-small", "sface-arch-small:2", "face_detection_yunet_2023mar.onnx",
+    done = run_benchmark("cpu_ratio.py", "sface-arch-small", "sface-arch-small:2", "face_detection_yunet_2023mar.onnx",
                        "--size", "160x96", "--repeat", "1", "--reference")
     lines = done.stdout.splitlines()
     assert lines[0].startswith("one thread, CPU time")
@@ -134,13 +140,13 @@ def test_cpu_ratio_prints_a_ratio_per_model_and_for_detect(models_dir, data_dir)
         assert "reference" in ln and float(ln.rsplit(" ", 1)[1].rstrip("x")) > 0
     needs_module("cv2")
     photo = data_dir / "faces" / "obama" / "obama-240p.jpg"
-    done = run_example("cpu_ratio.py", "--detect", photo, "--repeat", "1")
+    done = run_benchmark("cpu_ratio.py", "--detect", photo, "--repeat", "1")
     assert done.stdout.splitlines()[1].startswith("detect 427x240: facerun ")
 
 
 def test_cpu_ratio_on_threads_adds_the_one_lane_row(models_dir):
     needs_module("onnxruntime")
-    done = run_example("cpu_ratio.py", "face_detection_yunet_2023mar.onnx", "--size", "320x256", "--repeat", "1",
+    done = run_benchmark("cpu_ratio.py", "face_detection_yunet_2023mar.onnx", "--size", "320x256", "--repeat", "1",
                        "--threads", "2")
     lines = done.stdout.splitlines()
     assert lines[0].startswith("2 threads, wall clock")
@@ -150,7 +156,7 @@ def test_cpu_ratio_on_threads_adds_the_one_lane_row(models_dir):
 
 
 def test_cpu_wall_prints_a_median_per_model(models_dir):
-    done = run_example("cpu_wall.py", "sface-arch-small", "sface-arch-small:2", "face_detection_yunet_2023mar.onnx",
+    done = run_benchmark("cpu_wall.py", "sface-arch-small", "sface-arch-small:2", "face_detection_yunet_2023mar.onnx",
                        "--size", "160x96", "--repeat", "2")
     lines = done.stdout.splitlines()
     assert lines[0].startswith("facerun ") and lines[0].endswith(str(ROOT))
@@ -165,7 +171,7 @@ def test_processes_ceiling_times_each_run_and_finds_the_same_faces(models_dir, d
 
     for name in ("fr_two_people.jpg", "fr_obama_and_biden.jpg"):
         shutil.copy(data_dir / "faces" / "group" / name, tmp_path / name)
-    done = run_example("processes_ceiling.py", tmp_path, "--device", "cpu", "--runs", "1x1,2x1",
+    done = run_benchmark("processes_ceiling.py", tmp_path, "--device", "cpu", "--runs", "1x1,2x1",
                        "--model", models_dir / "face_detection_yunet_2023mar.onnx")
     lines = [line for line in done.stdout.splitlines() if "photos/s once up" in line]
     assert [line.split(" processes")[0] for line in lines] == ["1", "2"]
@@ -174,10 +180,42 @@ def test_processes_ceiling_times_each_run_and_finds_the_same_faces(models_dir, d
 
 
 def test_masked_photos_prints_exact_masked_runs(gpu):
-    done = run_example("masked_photos.py", "--cases", "2")
+    done = run_benchmark("masked_photos.py", "--cases", "2")
     lines = [line for line in done.stdout.splitlines() if "program" in line]
     assert len(lines) == 2
     for line in lines:
         masked = float(line.split("masked ")[1].split(",")[0])
         unmasked = float(line.split("unmasked ")[1])
         assert masked <= 1e-4 < unmasked, line
+
+
+def test_examples_holds_only_a_users_examples():
+    # the measurements moved to benchmarks/; what stays is what a user would run to learn the API
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == ["bench_and_compare.py", "detect_and_draw.py",
+                                                            "embed_and_search.py"]
+
+
+def _ab_module():
+    spec = importlib.util.spec_from_file_location("ab", BENCHMARKS / "ab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ab_command_line_parses_models_and_fails_in_one_line(capsys):
+    from facerun.errors import ModelError
+
+    ab = _ab_module()
+    seen = []
+    assert ab.ab_main("A/B", seen.extend, ["sface-arch:4", "yunet-arch"]) == 0
+    assert seen == [("sface-arch", 4), ("yunet-arch", 1)]
+    assert ab.ab_main("A/B", seen.extend, []) == 0
+    assert seen[2:] == [(m.partition(":")[0], int(m.partition(":")[2])) for m in ab.AB_MODELS]
+
+    def broken(specs):
+        raise ModelError("no such model: nope")
+
+    assert ab.ab_main("A/B", broken, ["nope"]) == 1
+    assert capsys.readouterr().err == "error: no such model: nope\n"
+    with pytest.raises(SystemExit):
+        ab.ab_main("A/B", seen.extend, ["sface-arch:0"])
