@@ -127,74 +127,71 @@ class TorchProgram:
         raise Unsupported(f"activation {k}")
 
     def _compile(self, st: P.Step):
+        """`st` as a closure over its uploaded weights, through its kind's entry in OPS."""
+        make = OPS.get(type(st))
+        if make is None:
+            raise Unsupported(f"step {st.op}")
+        return make(self, st, self.prog.values[st.out].shape)
+
+    def _conv(self, st: P.Conv, shape):
+        F = self.torch.nn.functional
+        w = self._t(st.weight)
+        b = self._t(st.bias) if st.bias is not None else None
+        act = self._act(st.act)
+        top, left, bottom, right = st.pads
+        even = top == bottom and left == right
+
+        def conv(x, res=None):
+            if not even:
+                x = F.pad(x, (left, right, top, bottom))
+            y = F.conv2d(x, w, b, st.stride, (top, left) if even else 0, st.dilation, st.groups)
+            if res is not None:
+                y = y + res
+            return act(y)
+
+        return conv
+
+    def _gemm(self, st: P.Gemm, shape):
+        F = self.torch.nn.functional
+        w, act = self._t(st.weight), self._act(st.act)
+        b = self._t(st.bias) if st.bias is not None else None
+        return lambda x: act(F.linear(x, w, b))
+
+    def _affine(self, st: P.Affine, shape):
+        view = (1, -1) + (1,) * (len(shape) - 2)
+        scale, shift = self._t(st.scale).reshape(view), self._t(st.shift).reshape(view)
+        return lambda x: x * scale + shift
+
+    def _binary(self, st: P.Binary, shape):
         torch = self.torch
-        F = torch.nn.functional
-        shape = self.prog.values[st.out].shape
-        if isinstance(st, P.Conv):
-            w = self._t(st.weight)
-            b = self._t(st.bias) if st.bias is not None else None
-            act = self._act(st.act)
-            top, left, bottom, right = st.pads
-            even = top == bottom and left == right
+        ops = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+               "prelu": lambda a, b: torch.where(a < 0, a * b, a)}
+        if st.kind not in ops:
+            raise Unsupported(f"binary {st.kind}")
+        op, act = ops[st.kind], self._act(getattr(st, "act", None))
+        return lambda a, b: act(op(a, b))
 
-            def conv(x, res=None):
-                if not even:
-                    x = F.pad(x, (left, right, top, bottom))
-                y = F.conv2d(x, w, b, st.stride, (top, left) if even else 0, st.dilation, st.groups)
-                if res is not None:
-                    y = y + res
-                return act(y)
+    def _copy(self, st: P.Copy, shape):
+        if any(s < 0 for s in st.strides):
+            raise Unsupported("a copy with a negative stride")
+        return lambda x: self.torch.as_strided(x.reshape(-1), shape, st.strides, st.offset).contiguous()
 
-            return conv
-        if isinstance(st, P.Gemm):
-            w, act = self._t(st.weight), self._act(st.act)
-            b = self._t(st.bias) if st.bias is not None else None
-            return lambda x: act(F.linear(x, w, b))
-        if isinstance(st, P.MatMul):
-            return torch.matmul
-        if isinstance(st, P.Affine):
-            view = (1, -1) + (1,) * (len(shape) - 2)
-            scale, shift = self._t(st.scale).reshape(view), self._t(st.shift).reshape(view)
-            return lambda x: x * scale + shift
-        if isinstance(st, P.Unary):
-            return self._act(st.act)
-        if isinstance(st, P.Binary):
-            ops = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
-                   "prelu": lambda a, b: torch.where(a < 0, a * b, a)}
-            if st.kind not in ops:
-                raise Unsupported(f"binary {st.kind}")
-            op, act = ops[st.kind], self._act(getattr(st, "act", None))
-            return lambda a, b: act(op(a, b))
-        if isinstance(st, P.Copy):
-            if any(s < 0 for s in st.strides):
-                raise Unsupported("a copy with a negative stride")
-            return lambda x: torch.as_strided(x.reshape(-1), shape, st.strides, st.offset).contiguous()
-        if isinstance(st, P.Concat):
-            return lambda *xs: torch.cat(xs, st.axis)
-        if isinstance(st, P.GlobalAvgPool):
-            return lambda x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True)
-        if isinstance(st, P.Pool):
-            return self._pool(st, shape)
-        if isinstance(st, P.Resize):
-            ys = torch.from_numpy(np.asarray(st.src_y, np.int64)).to(self.dev)
-            xs = torch.from_numpy(np.asarray(st.src_x, np.int64)).to(self.dev)
-            return lambda x: x.index_select(2, ys).index_select(3, xs)
-        if isinstance(st, P.LinearResize):
-            idx = [torch.from_numpy(np.asarray(m, np.int64)).to(self.dev) for m in (st.y0, st.y1, st.x0, st.x1)]
-            wy, wx = self._t(st.wy).reshape(-1, 1), self._t(st.wx)
+    def _resize(self, st: P.Resize, shape):
+        torch = self.torch
+        ys = torch.from_numpy(np.asarray(st.src_y, np.int64)).to(self.dev)
+        xs = torch.from_numpy(np.asarray(st.src_x, np.int64)).to(self.dev)
+        return lambda x: x.index_select(2, ys).index_select(3, xs)
 
-            def linear(x):
-                rows = x.index_select(2, idx[0]) * (1 - wy) + x.index_select(2, idx[1]) * wy
-                return rows.index_select(3, idx[2]) * (1 - wx) + rows.index_select(3, idx[3]) * wx
+    def _linear_resize(self, st: P.LinearResize, shape):
+        torch = self.torch
+        idx = [torch.from_numpy(np.asarray(m, np.int64)).to(self.dev) for m in (st.y0, st.y1, st.x0, st.x1)]
+        wy, wx = self._t(st.wy).reshape(-1, 1), self._t(st.wx)
 
-            return linear
-        if isinstance(st, P.Pad):
-            return self._pad(st)
-        if isinstance(st, P.Reduce):
-            return self._reduce(st, shape)
-        if isinstance(st, P.Softmax):
-            return lambda x: x.reshape(st.outer, st.n, st.inner).softmax(1).reshape(shape)
-        raise Unsupported(f"step {st.op}")
+        def linear(x):
+            rows = x.index_select(2, idx[0]) * (1 - wy) + x.index_select(2, idx[1]) * wy
+            return rows.index_select(3, idx[2]) * (1 - wx) + rows.index_select(3, idx[3]) * wx
+
+        return linear
 
     def _pool(self, st: P.Pool, out_shape):
         torch = self.torch
@@ -218,7 +215,7 @@ class TorchProgram:
         count = torch.clamp(F.avg_pool2d(ones, (kh, kw), (sh, sw)) * (kh * kw), min=1.0)
         return lambda x: F.avg_pool2d(F.pad(x, extra), (kh, kw), (sh, sw)) * (kh * kw) / count
 
-    def _pad(self, st: P.Pad):
+    def _pad(self, st: P.Pad, shape=None):
         F = self.torch.nn.functional
         if any(st.interior) or min(st.before + st.after, default=0) < 0:
             raise Unsupported("an interior or negative pad")
@@ -274,3 +271,24 @@ class TorchProgram:
                     store.pop(f, None)
             out = {name: get(vid) for name, vid in self.prog.outputs}
             return {name: t.cpu().numpy() for name, t in out.items()}
+
+
+# Each step kind's torch form: (TorchProgram, step, output shape) -> a function of the step's read tensors. A new
+# step kind is one entry here (and in cpu.KERNELS, gpu/lower.py's LOWERINGS, gpu/masking.py's RULES).
+OPS = {
+    P.Conv: TorchProgram._conv,
+    P.Gemm: TorchProgram._gemm,
+    P.MatMul: lambda tp, st, shape: tp.torch.matmul,
+    P.Affine: TorchProgram._affine,
+    P.Unary: lambda tp, st, shape: tp._act(st.act),
+    P.Binary: TorchProgram._binary,
+    P.Copy: TorchProgram._copy,
+    P.Concat: lambda tp, st, shape: lambda *xs: tp.torch.cat(xs, st.axis),
+    P.GlobalAvgPool: lambda tp, st, shape: lambda x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True),
+    P.Pool: TorchProgram._pool,
+    P.Resize: TorchProgram._resize,
+    P.LinearResize: TorchProgram._linear_resize,
+    P.Pad: TorchProgram._pad,
+    P.Reduce: TorchProgram._reduce,
+    P.Softmax: lambda tp, st, shape: lambda x: x.reshape(st.outer, st.n, st.inner).softmax(1).reshape(shape),
+}

@@ -245,53 +245,67 @@ def linear_resize(x: np.ndarray, st: P.LinearResize) -> np.ndarray:
     return (rows[:, :, :, st.x0] * (1 - st.wx) + rows[:, :, :, st.x1] * st.wx).astype(np.float32)
 
 
+def _conv(st: P.Conv, args, out_shape, threads):
+    y = conv2d(args[0], st, out_shape, threads)
+    if st.residual is not None:
+        y += args[1]
+    return activate(y, st.act)
+
+
+def _gemm(st: P.Gemm, args, out_shape, threads):
+    with blas.threads_for(st.weight.size * args[0].shape[0], threads):
+        y = args[0] @ st.weight.T
+    if st.bias is not None:
+        y += st.bias
+    return activate(y, st.act)
+
+
+def _affine(st: P.Affine, args, out_shape, threads):
+    shape = (1, -1) + (1,) * (args[0].ndim - 2)
+    return args[0] * st.scale.reshape(shape) + st.shift.reshape(shape)
+
+
+def _copy(st: P.Copy, args, out_shape, threads):
+    flat = np.ascontiguousarray(args[0]).reshape(-1)
+    strides = [s * flat.itemsize for s in st.strides]  # float32 when running; any type when folding
+    view = as_strided(flat[st.offset :], shape=out_shape, strides=strides, writeable=False)
+    return np.ascontiguousarray(view)
+
+
+def _global_avg_pool(st: P.GlobalAvgPool, args, out_shape, threads):
+    x = args[0]
+    return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)
+
+
+# The CPU's kernel of each step kind: (step, args in the order of its reads, output shape, threads) -> array. A new
+# step kind is one entry here (and one in gpu/lower.py's LOWERINGS, gpu/masking.py's RULES, bench/torch_peer.py's OPS).
+KERNELS: dict[type, Callable] = {
+    P.Conv: _conv,
+    P.Gemm: _gemm,
+    P.MatMul: lambda st, args, out_shape, threads: np.matmul(args[0], args[1]).astype(np.float32, copy=False),
+    P.Affine: _affine,
+    P.Unary: lambda st, args, out_shape, threads: activate(args[0].copy(), st.act),
+    P.Binary: lambda st, args, out_shape, threads: binary(args[0], args[1], st.kind),
+    P.Copy: _copy,
+    P.Pool: lambda st, args, out_shape, threads: pool(args[0], st, out_shape),
+    P.GlobalAvgPool: _global_avg_pool,
+    P.Resize: lambda st, args, out_shape, threads: np.ascontiguousarray(args[0][:, :, st.src_y][:, :, :, st.src_x]),
+    P.LinearResize: lambda st, args, out_shape, threads: linear_resize(args[0], st),
+    P.Pad: lambda st, args, out_shape, threads: pad(args[0], st),
+    P.Reduce: lambda st, args, out_shape, threads: reduce(args[0], st).reshape(out_shape),
+    P.Concat: lambda st, args, out_shape, threads: np.concatenate(args, axis=st.axis),
+    P.Softmax: lambda st, args, out_shape, threads: softmax(args[0], st),
+}
+
+
 def run_step(st: P.Step, args: list[np.ndarray], out_shape, threads: int | None = None) -> np.ndarray:
-    """One step on numpy arrays (args in the order of `st.reads`)."""
+    """One step on numpy arrays (args in the order of `st.reads`), through its kind's entry in KERNELS."""
     if threads is None:
         threads = blas.default_threads()
-    if isinstance(st, P.Conv):
-        y = conv2d(args[0], st, out_shape, threads)
-        if st.residual is not None:
-            y += args[1]
-        return activate(y, st.act)
-    if isinstance(st, P.Gemm):
-        with blas.threads_for(st.weight.size * args[0].shape[0], threads):
-            y = args[0] @ st.weight.T
-        if st.bias is not None:
-            y += st.bias
-        return activate(y, st.act)
-    if isinstance(st, P.MatMul):
-        return np.matmul(args[0], args[1]).astype(np.float32, copy=False)
-    if isinstance(st, P.Affine):
-        shape = (1, -1) + (1,) * (args[0].ndim - 2)
-        return args[0] * st.scale.reshape(shape) + st.shift.reshape(shape)
-    if isinstance(st, P.Unary):
-        return activate(args[0].copy(), st.act)
-    if isinstance(st, P.Binary):
-        return binary(args[0], args[1], st.kind)
-    if isinstance(st, P.Copy):
-        flat = np.ascontiguousarray(args[0]).reshape(-1)
-        strides = [s * flat.itemsize for s in st.strides]  # float32 when running; any type when folding
-        view = as_strided(flat[st.offset :], shape=out_shape, strides=strides, writeable=False)
-        return np.ascontiguousarray(view)
-    if isinstance(st, P.Pool):
-        return pool(args[0], st, out_shape)
-    if isinstance(st, P.GlobalAvgPool):
-        x = args[0]
-        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)
-    if isinstance(st, P.Resize):
-        return np.ascontiguousarray(args[0][:, :, st.src_y][:, :, :, st.src_x])
-    if isinstance(st, P.LinearResize):
-        return linear_resize(args[0], st)
-    if isinstance(st, P.Pad):
-        return pad(args[0], st)
-    if isinstance(st, P.Reduce):
-        return reduce(args[0], st).reshape(out_shape)
-    if isinstance(st, P.Concat):
-        return np.concatenate(args, axis=st.axis)
-    if isinstance(st, P.Softmax):
-        return softmax(args[0], st)
-    raise TypeError(f"no CPU kernel for {st.op}")
+    kernel = KERNELS.get(type(st))
+    if kernel is None:
+        raise TypeError(f"no CPU kernel for {st.op}")
+    return kernel(st, args, out_shape, threads)
 
 
 StepHook = Callable[[P.Step, np.ndarray], None]

@@ -62,62 +62,95 @@ def maskable(prog: P.Program, align: int) -> str | None:
     return None
 
 
+class _Ctx:
+    """What a step's rule reads besides the step: its reads' states, the values and the program's input size."""
+
+    def __init__(self, reads, spatial_in, values, rows_cols, height, width, align):
+        self.reads, self.spatial_in, self.values, self.rows_cols = reads, spatial_in, values, rows_cols
+        self.height, self.width, self.align = height, width, align
+
+
+# steps that may read flattened values and constants alone (elementwise, or moving values without their positions)
+FLAT_KINDS = frozenset({P.Unary, P.Copy, P.Binary, P.Affine, P.Concat})
+
+
 def _step(st, reads, spatial_in, values, rows_cols, height, width, align) -> tuple[str | None, str]:
     """(why the step breaks exactness or None, the state of its output)."""
     if all(r in ("const", FLAT) for r in reads):
-        if type(st) in (P.Unary, P.Copy, P.Binary, P.Affine, P.Concat):
+        if type(st) in FLAT_KINDS:
             return None, FLAT if FLAT in reads else "const"
         return "a flattened value read by a step that is not elementwise", FLAT
     if FLAT in reads:
         return "mixes a flattened value with rows and columns", FLAT
-    if type(st) is P.Conv:
-        kh, kw = st.weight.shape[2:]
-        if (kh > 1 or kw > 1 or any(st.pads)) and reads[0] != ZERO:
-            return "its input is not zero past the photo", ZERO
-        if st.residual is not None and reads[-1] not in (ZERO, EXACT):
-            return "its residual is not exact", ZERO
-        if rows_cols(st.out) is None:
-            return "its output is not the input's size over a factor of the photo alignment", ZERO
-        if not _conv_sizes_agree(st, values, height, width, align):
-            return "a smaller photo's own program would have other output rows", ZERO
-        return None, ZERO  # its output is masked
-    if type(st) is P.Pool:
-        if tuple(st.kernel) != tuple(st.stride) or any(st.pads) or tuple(st.dilation) != (1, 1):
-            return "a pool whose windows overlap or are padded", EXACT
-        if rows_cols(st.out) is None or rows_cols(st.x) is None:  # whole windows within every photo size
-            return "its output is not the input's size over a factor of the photo alignment", EXACT
-        return None, reads[0]  # whole windows: past the photo it pools only what is past it
-    if type(st) is P.Resize:
-        oh, ow = values[st.out].shape[2:]
-        ih, iw = values[st.x].shape[2:]
-        if oh % ih or ow % iw or rows_cols(st.out) is None:
-            return "not a whole-number upscale", EXACT
-        ry, rx = oh // ih, ow // iw
-        if not (np.array_equal(st.src_y, np.arange(oh) // ry) and np.array_equal(st.src_x, np.arange(ow) // rx)):
-            return "not a nearest upscale by repetition", EXACT
-        return None, reads[0]
-    if type(st) is P.Binary:
-        a, b = values[st.a].shape, values[st.b].shape
-        if "const" in reads:
-            const = values[st.a if reads[0] == "const" else st.b].shape
-            if len(const) >= 2 and const[-1] * const[-2] > 1:
-                return "a constant with rows and columns of its own (the photo's own program would have others)", EXACT
-            return None, EXACT  # a constant past the photo is no longer zero
-        if a != b:
-            return "broadcasts one image over another", EXACT
-        zero = reads == [ZERO, ZERO] and st.kind in ("add", "sub", "mul") and _keeps_zero(getattr(st, "act", None))
-        return None, ZERO if zero else EXACT
-    if type(st) is P.Unary:
-        return None, ZERO if reads[0] == ZERO and _keeps_zero(st.act) else EXACT
-    if type(st) is P.Affine:
-        return None, EXACT
-    if type(st) is P.Copy:
-        return None, FLAT  # a transpose or slice: rows and columns moved
-    if type(st) is P.Concat:
-        if st.axis != 1 or len(spatial_in) != len(reads):
-            return "joins along rows or columns", EXACT
-        return None, ZERO if all(r == ZERO for r in reads) else EXACT
-    return f"{st.op} over rows and columns is not masked", EXACT
+    rule = RULES.get(type(st))
+    if rule is None:
+        return f"{st.op} over rows and columns is not masked", EXACT
+    return rule(st, _Ctx(reads, spatial_in, values, rows_cols, height, width, align))
+
+
+def _conv(st: P.Conv, c: _Ctx):
+    kh, kw = st.weight.shape[2:]
+    if (kh > 1 or kw > 1 or any(st.pads)) and c.reads[0] != ZERO:
+        return "its input is not zero past the photo", ZERO
+    if st.residual is not None and c.reads[-1] not in (ZERO, EXACT):
+        return "its residual is not exact", ZERO
+    if c.rows_cols(st.out) is None:
+        return "its output is not the input's size over a factor of the photo alignment", ZERO
+    if not _conv_sizes_agree(st, c.values, c.height, c.width, c.align):
+        return "a smaller photo's own program would have other output rows", ZERO
+    return None, ZERO  # its output is masked
+
+
+def _pool(st: P.Pool, c: _Ctx):
+    if tuple(st.kernel) != tuple(st.stride) or any(st.pads) or tuple(st.dilation) != (1, 1):
+        return "a pool whose windows overlap or are padded", EXACT
+    if c.rows_cols(st.out) is None or c.rows_cols(st.x) is None:  # whole windows within every photo size
+        return "its output is not the input's size over a factor of the photo alignment", EXACT
+    return None, c.reads[0]  # whole windows: past the photo it pools only what is past it
+
+
+def _resize(st: P.Resize, c: _Ctx):
+    oh, ow = c.values[st.out].shape[2:]
+    ih, iw = c.values[st.x].shape[2:]
+    if oh % ih or ow % iw or c.rows_cols(st.out) is None:
+        return "not a whole-number upscale", EXACT
+    ry, rx = oh // ih, ow // iw
+    if not (np.array_equal(st.src_y, np.arange(oh) // ry) and np.array_equal(st.src_x, np.arange(ow) // rx)):
+        return "not a nearest upscale by repetition", EXACT
+    return None, c.reads[0]
+
+
+def _binary(st: P.Binary, c: _Ctx):
+    a, b = c.values[st.a].shape, c.values[st.b].shape
+    if "const" in c.reads:
+        const = c.values[st.a if c.reads[0] == "const" else st.b].shape
+        if len(const) >= 2 and const[-1] * const[-2] > 1:
+            return "a constant with rows and columns of its own (the photo's own program would have others)", EXACT
+        return None, EXACT  # a constant past the photo is no longer zero
+    if a != b:
+        return "broadcasts one image over another", EXACT
+    zero = c.reads == [ZERO, ZERO] and st.kind in ("add", "sub", "mul") and _keeps_zero(getattr(st, "act", None))
+    return None, ZERO if zero else EXACT
+
+
+def _concat(st: P.Concat, c: _Ctx):
+    if st.axis != 1 or len(c.spatial_in) != len(c.reads):
+        return "joins along rows or columns", EXACT
+    return None, ZERO if all(r == ZERO for r in c.reads) else EXACT
+
+
+# Each step kind's rule under the mask: (step, context) -> (why it breaks exactness or None, its output's state).
+# A kind without an entry is not masked (the program then runs photos in programs of their own size).
+RULES = {
+    P.Conv: _conv,
+    P.Pool: _pool,
+    P.Resize: _resize,
+    P.Binary: _binary,
+    P.Unary: lambda st, c: (None, ZERO if c.reads[0] == ZERO and _keeps_zero(st.act) else EXACT),
+    P.Affine: lambda st, c: (None, EXACT),
+    P.Copy: lambda st, c: (None, FLAT),  # a transpose or slice: rows and columns moved
+    P.Concat: _concat,
+}
 
 
 def _keeps_zero(act: P.Activation | None) -> bool:

@@ -1,5 +1,5 @@
 """Reading ONNX files and compiling them into step programs."""
 
-# The op table is ops.OPS; tensor_ops adds its handlers to it. Imported here, so the table is whole whichever
-# module of the package is imported first.
-from . import tensor_ops  # noqa: F401
+# The op table is ops.OPS; shape_ops and tensor_ops add their handlers to it. Imported here, so the table is whole
+# whichever module of the package is imported first.
+from . import shape_ops, tensor_ops  # noqa: F401
