@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import program as P
 from . import kernels as K
+from .fusion import fusions, prologues
 from .memory import (
     SlotPlanner,
     channel_slopes,
@@ -78,80 +79,6 @@ def conv_shape(prog: P.Program, st: P.Conv) -> ConvShape:
     b, cin, h, w = prog.values[st.x].shape
     _, cout, oh, ow = prog.values[st.out].shape
     return ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """A step folded into the convolution before it: the convolution applies `act` (a Unary's) or writes NHWC (a
-    Copy that transposes its NCHW output), straight into the folded step's output."""
-
-    step: P.Step  # the folded step: it makes no dispatch
-    act: P.Activation | None = None
-    nhwc: bool = False
-
-
-def _nhwc_transpose(prog: P.Program, conv: P.Conv, copy: P.Copy) -> bool:
-    """Whether `copy` reads the whole NCHW output of `conv` as NHWC (a detector head's Transpose)."""
-    b, c, oh, ow = prog.values[conv.out].shape
-    if copy.offset != 0 or prog.values[copy.out].shape != (b, oh, ow, c):
-        return False
-    want = merge_dims((b, oh, ow, c), (c * oh * ow, ow, 1, oh * ow))
-    return merge_dims(prog.values[copy.out].shape, copy.strides) == want
-
-
-def _readers(prog: P.Program) -> tuple[dict[int, list[P.Step]], set[int]]:
-    """The steps reading each storage (a view's reads count for its base), and the storages of the outputs."""
-    values = prog.values
-    readers: dict[int, list[P.Step]] = {}
-    for st in prog.steps:
-        for v in {values[r].base for r in st.reads}:
-            readers.setdefault(v, []).append(st)
-    return readers, {values[v].base for _, v in prog.outputs}
-
-
-def fusions(prog: P.Program) -> dict[int, Fusion]:
-    """The steps folded into the convolution before them, by id of that convolution. A convolution without a
-    residual whose output only one step reads, and is no program output, takes that step when it is a Unary
-    (elementwise, not PReLU: its channels may be reshaped) and the convolution has no activation of its own, or a
-    Copy transposing its output to NHWC (every convolution kernel writes either layout)."""
-    values = prog.values
-    readers, outputs = _readers(prog)
-    found: dict[int, Fusion] = {}
-    for st in prog.steps:
-        if type(st) is not P.Conv or st.residual is not None:
-            continue
-        storage = values[st.out].base
-        rs = readers.get(storage, [])
-        if storage in outputs or len(rs) != 1:
-            continue
-        r = rs[0]
-        if type(r) is P.Unary and st.act is None and r.act.kind != "prelu":
-            found[id(st)] = Fusion(r, act=r.act)
-        elif type(r) is P.Copy and _nhwc_transpose(prog, st, r):
-            found[id(st)] = Fusion(r, nhwc=True)
-    return found
-
-
-def prologues(prog: P.Program) -> dict[int, P.Affine]:
-    """The batch norms a convolution may fold into its input, by id of that convolution: an Affine over the channels
-    of an NCHW value whose output is the convolution's input (no residual's), read by nothing else and no program
-    output. (The lowering folds it where the convolution runs Winograd: the input transform applies it.)"""
-    values = prog.values
-    readers, outputs = _readers(prog)
-    made = {st.out: st for st in prog.steps if type(st) is P.Affine}
-    found: dict[int, P.Affine] = {}
-    for st in prog.steps:
-        if type(st) is not P.Conv:
-            continue
-        norm = made.get(st.x)
-        if norm is None or values[norm.x].kind == "const" or len(values[st.x].shape) != 4:
-            continue
-        storage = values[norm.out].base
-        cin = values[st.x].shape[1]
-        if (storage == norm.out and storage not in outputs and len(readers.get(storage, ())) == 1
-                and np.size(norm.scale) == cin and np.size(norm.shift) == cin and st.residual != norm.out):
-            found[id(st)] = norm
-    return found
 
 
 def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None,
@@ -603,13 +530,15 @@ def _handler(kind: type):
     """The lowering of a step type (its own, else its nearest base's), found once per type."""
     found = _BY_TYPE.get(kind)
     if found is None:
-        found = next((_HANDLERS[c] for c in kind.__mro__ if c in _HANDLERS), None)
+        found = next((LOWERINGS[c] for c in kind.__mro__ if c in LOWERINGS), None)
         if found is not None:
             _BY_TYPE[kind] = found
     return found
 
 
-_HANDLERS = {
+# Each step kind's lowering (a method of _Lowering). A new step kind is one entry here (and in cpu.KERNELS,
+# bench/torch_peer.py's OPS, and gpu/masking.py's RULES where it may run masked), with its kernel in kernels.py.
+LOWERINGS = {
     P.Conv: _Lowering._conv,
     P.Gemm: _Lowering._gemm,
     P.Unary: _Lowering._elementwise,
