@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 
@@ -63,6 +64,7 @@ class FacerunGroup(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         from .commands.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
 
+        _tolerant_streams()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
@@ -94,6 +96,10 @@ class FacerunGroup(click.Group):
             fail(e, EXIT_NO_GPU)
         except FacerunError as e:
             fail(e, EXIT_FAILED)
+        except OSError as e:  # the file system said no (a name too long, a full disk, a vanished file): not a bug
+            if settings.get("FACERUN_DEBUG"):
+                raise
+            fail(_os_error_line(e), EXIT_FAILED)
         except KeyboardInterrupt as e:
             kept = str(e) if isinstance(e, Interrupted) and str(e) else \
                 INTERRUPTED_KEEPS.get(ctx.invoked_subcommand, "nothing was written")
@@ -114,6 +120,22 @@ class FacerunGroup(click.Group):
 
             limits.set_limit("FACERUN_MAX_TENSOR_MB", None)
             limits.set_limit("FACERUN_MAX_PIXELS", None)
+
+
+def _os_error_line(error: OSError) -> str:
+    from .fsnames import shown
+
+    what = error.strerror or str(error)
+    return f"{shown(error.filename)}: {what}" if error.filename is not None else what
+
+
+def _tolerant_streams() -> None:
+    """A file name that is not UTF-8 reaching a print unescaped (facerun.fsnames.shown escapes the ones it knows of)
+    is written as \\udcNN rather than failing the whole command on a strict UTF-8 stdout."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):  # a stream that cannot be reconfigured: leave it
+                stream.reconfigure(errors="backslashreplace")
 
 
 class _ReplicaNotice:

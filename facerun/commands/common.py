@@ -199,7 +199,9 @@ def short_paths(paths) -> tuple[str, list[str]]:
     photos apart (`group/a.jpg`) whole instead of cutting a long shared prefix on the right. Used by every command
     that prints photo paths in a table; --json keeps the paths as they were. Names that are not local paths (a URI)
     stay as they are, and root is '' when nothing was shortened."""
-    texts = [str(p) for p in paths]
+    from ..fsnames import shown
+
+    texts = [shown(str(p)) for p in paths]  # a name that is not UTF-8 with its odd bytes as \xNN
     local = [t for t in texts if "://" not in t]
     if not local:
         return "", texts

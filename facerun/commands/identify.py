@@ -11,6 +11,7 @@ import click
 from rich.table import Table
 
 from ..errors import InputError
+from ..fsnames import shown
 from .common import err, error_line, finish, fmt_box, json_dumps, out, path_column, plural, progress_bar, short_paths
 from .embed import embedder_options, make_detector
 from .index import embedder_for
@@ -90,7 +91,7 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(["image", "name", "cosine", "x", "y", "w", "h"])
         for r in rows:
-            writer.writerow([r.image, r.name, f"{r.cosine:.6f}", *(f"{v:.2f}" for v in r.box)])
+            writer.writerow([shown(r.image), r.name, f"{r.cosine:.6f}", *(f"{v:.2f}" for v in r.box)])
     else:
         _print_table(rows)
     if failed:

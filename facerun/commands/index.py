@@ -78,6 +78,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     merge into the database here, as a plain run's would.
     """
     from ..people.index import FaceIndex
+    from ..people.storage import removed_if_new, reported
 
     if keep_missing and prune:
         raise click.UsageError("--keep-missing and --prune do not go together")
@@ -90,7 +91,8 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
 
     processes = local_processes(engine, processes)
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=True, models={})
-    with FaceIndex(db_path) as index:
+    # a full disk is one line saying what is kept; a first run that fails leaves no database file behind
+    with removed_if_new(db_path), reported(db_path, "index"), FaceIndex(db_path) as index:
         # with Ray the models here only name and check what the actors load: they stay on the CPU
         here = device if settings is None else "cpu"
         embedder = embedder_for(index.stored_model(), model, here, input_size, mean, std, bgr)

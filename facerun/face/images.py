@@ -170,6 +170,13 @@ def _turbo(path: Path, fit=None, channels: int = 4) -> tuple[np.ndarray, tuple[i
 
 def _checked_path(path) -> Path:
     path = Path(path)
+    try:
+        return _checked_kind(path)
+    except OSError as e:  # a name too long, a loop of links, a folder on the way not readable
+        raise ImageError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _checked_kind(path: Path) -> Path:
     if not path.exists():
         raise ImageError(f"{path}: no such file")
     if path.is_dir():
@@ -201,7 +208,7 @@ def _opened(source, label, before_load=None) -> Iterator[Image.Image]:
                 ImageOps.exif_transpose(image, in_place=True)  # no copy of a photo that needs no turning
                 yield image
     except UnidentifiedImageError:
-        raise ImageError(f"{label}: not an image (or not a format Pillow reads)") from None
+        raise ImageError(f"{label}: {_unknown_format(source)}") from None
     except Image.DecompressionBombError as e:
         found = re.search(r"\((\d+) pixels\)", str(e))
         size = f"{int(found.group(1)) / 1e6:.0f} megapixels" if found else "too many pixels"
@@ -291,20 +298,59 @@ def iter_images(paths) -> list[Path]:
     seen: set[Path] = set()
 
     def add(p: Path):
-        key = p.resolve() if p.exists() else p
+        key = p.resolve() if _exists(p) else p
         if key not in seen:
             seen.add(key)
             found.append(p)
 
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        if _exists(p) and p.is_dir():
             for child in sorted(p.rglob("*")):
                 if child.is_file() and child.suffix.lower() in IMAGE_EXTENSIONS:
                     add(child)
         else:
             add(p)
     return found
+
+
+# ISO base media (ftyp box) brands of HEIF photos, which Pillow does not decode (iPhones save these by default)
+_HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs", b"mif1", b"msf1"}
+
+
+def _unknown_format(source) -> str:
+    """Why Pillow could not identify `source`: a HEIC (or, on a Pillow without AVIF, an AVIF) photo is named as such
+    with what to do, anything else is not an image."""
+    try:
+        if hasattr(source, "seek"):
+            source.seek(0)
+            head = source.read(32)
+        else:
+            with open(source, "rb") as f:
+                head = f.read(32)
+    except (OSError, ValueError):
+        head = b""
+    if head[4:8] == b"ftyp":
+        brands = {head[8:12], *(head[i:i + 4] for i in range(16, len(head) - 3, 4))}
+        if brands & {b"avif", b"avis"}:
+            from PIL import features
+
+            if features.check("avif"):
+                return "an AVIF file that Pillow cannot read (damaged, or a kind of AVIF it does not decode)"
+            return ("an AVIF photo, which this Pillow cannot decode (Pillow 11.3 or later reads AVIF); convert it to "
+                    "JPEG or upgrade Pillow")
+        if brands & _HEIF_BRANDS:
+            return ("a HEIC/HEIF photo, which facerun does not decode (Pillow reads no HEIF); convert it to JPEG "
+                    "first (e.g. heif-convert, or export from the photo app)")
+    return "not an image (or not a format Pillow reads)"
+
+
+def _exists(path: Path) -> bool:
+    """Path.exists, False where the name itself is refused (too long, a loop of links): the decode says why."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _one_line(error: Exception) -> str:

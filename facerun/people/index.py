@@ -20,11 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import fsnames
 from ..errors import FacerunError, InputError, ModelError
 from ..io import check_output_file
 from .listing import SKIP_REASONS, Listing, list_photos
 from .lock import WriterLock
 from .schema import SCHEMA, SCHEMA_VERSION, check_schema
+from .storage import storage_error
 
 COMMIT_EVERY = 16  # photos per transaction: what a kill can lose
 # a folder that lost more than half of its indexed photos since the last run, and at least this many, is refused
@@ -102,9 +104,12 @@ class FaceIndex:
         try:
             # isolation_level=None: transactions are begun and ended here, explicitly
             self.conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
+            self.conn.text_factory = fsnames.from_sql  # a path that is not UTF-8 comes back as it was listed
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             self._check_schema()
+        except sqlite3.OperationalError as e:  # locked, disk full, read-only: the file may well be a database
+            raise storage_error(e, self.path, "open") from None
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path}: not a face database ({e})") from None
 
@@ -343,7 +348,8 @@ class FaceIndex:
                 self.conn.execute(f"DELETE FROM photos WHERE id IN ({marks})", chunk)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # SQLite has rolled back already after a full disk or an I/O error
+                self.conn.execute("ROLLBACK")
             raise
         return len(gone), faces
 
@@ -365,7 +371,8 @@ class FaceIndex:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             for r, st, sha in rows:
-                old = self.conn.execute("SELECT id FROM photos WHERE path = ?", (str(r.path),)).fetchone()
+                key = fsnames.to_sql(r.path)  # the name's very bytes, UTF-8 or not
+                old = self.conn.execute("SELECT id FROM photos WHERE path = CAST(? AS TEXT)", (key,)).fetchone()
                 if old is not None:
                     self.conn.execute("DELETE FROM faces WHERE photo_id = ?", old)
                     self.conn.execute("UPDATE photos SET size=?, mtime=?, sha256=?, width=?, height=?, indexed_at=? "
@@ -377,8 +384,8 @@ class FaceIndex:
                 else:
                     cursor = self.conn.execute(
                         "INSERT INTO photos(path, size, mtime, sha256, width, height, indexed_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (str(r.path), st.st_size, st.st_mtime, sha, r.width, r.height, now))
+                        "VALUES (CAST(? AS TEXT), ?, ?, ?, ?, ?, ?)",
+                        (key, st.st_size, st.st_mtime, sha, r.width, r.height, now))
                     photo_id = cursor.lastrowid
                     report.added += 1
                 self.conn.executemany(
@@ -391,7 +398,8 @@ class FaceIndex:
                 report.faces += len(r.faces)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # SQLite has rolled back already after a full disk or an I/O error
+                self.conn.execute("ROLLBACK")
             raise
 
     # ------------------------------------------------------------------------------------------------- reads
