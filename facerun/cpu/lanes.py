@@ -47,7 +47,7 @@ def threads() -> int:
 
 def share(total: int) -> tuple[int, int]:
     """(lanes, OpenBLAS threads) out of `total` threads. Lanes take turns holding the GIL between numpy calls, so
-    past four they gain little (H200 host, YuNet 640x480: 21.3 ms on 4 lanes, 24.7 on 16); OpenBLAS takes the cores
+    past four they gain little (docs/bench/code-figures.md); OpenBLAS takes the cores
     the lanes leave for the products outside lanes, where its threads can spin without taking a lane's core. Up to
     two threads both are lanes, and OpenBLAS stays on one: there is no core to spare for its spinning."""
     if total <= 2:

@@ -85,20 +85,18 @@ class LibraryStats:
 
 def post_threads(workers: int) -> int:
     """Post-processing threads (NMS, alignment) beside `workers` decoding threads: one per two, 1 to 4 (with one,
-    aligning the faces of an embed run bound the H200 host's library run: 73% busy)."""
+    aligning an embed run's faces bound the library run: docs/bench/code-figures.md)."""
     return max(1, min(4, workers // 2))
 
 
-DECODE_THREADS = 8  # H200 host, bench --photos, two rounds: 804 photos 99.8/110.9 photos/s with 4 threads,
-#                     119.3/133.2 with 6, 124.6/139.1 with 8, 129.0/132.1 with 12 (the network thread then binds);
-#                     201 photos 73-88 with 4, 85-86 with 8. (When decoding held the GIL for numpy's copy of the
-#                     pixels, 8 and 15 threads were slower than 4.)
+# Decoding threads: the rate grows up to about 8, past which the network thread binds (docs/bench/code-figures.md).
+DECODE_THREADS = 8
 
 
 FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_RUNS photos
 # The model's GPU check finishes before the second run (the variants of the programs it expects, layer by layer on
-# the network thread): with the whole window decoding beside it (8 threads, new sizes compiling) that took 0.30-0.41 s
-# of the H200 host's 201-photo run; with two photos decoding, 0.075-0.18 s (bench --photos, three rounds each).
+# the network thread): with the whole window decoding beside it (new sizes compiling) it took a few times longer
+# than with two photos decoding (docs/bench/code-figures.md).
 FIRST_RUNS = 2
 
 
@@ -347,8 +345,7 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
     def top_up() -> None:
         # until the network has run its first FIRST_RUNS photos, two photos are decoded ahead of it, not a window's
         # worth: more decoders' Python (and their new sizes' compiling) would hold the GIL the model's check and the
-        # first compiles need (H200 host, 201 photos: first photo 118-152 ms with 2, 133-167 with 1, 174-202 with
-        # the whole window)
+        # first compiles need (the first photo came soonest with 2: docs/bench/code-figures.md)
         limit = ahead if ran[0] else FIRST_AHEAD
         while len(decoding) < limit:
             raw = next(source, None)

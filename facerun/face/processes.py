@@ -3,10 +3,10 @@ Python, so its own GIL, its own device queue and its own threaded pipeline (libr
 out the photos; with an embedder they also align the faces, and the crops are embedded here, in photo order.
 
 Why: in one process every stage's Python (decoding's, the compiler's for each new size, the network thread's
-recording of GPU work, NMS) takes turns on one GIL, which bounds a library run on a fast GPU at about 100 photos a
-second whatever the GPU's speed. N processes lift that bound N times, at a start-up cost: each process imports
-facerun, makes its device and checks it against the CPU (about 3 s on the H200 host, in parallel), so it pays from a
-few hundred photos on.
+recording of GPU work, NMS) takes turns on one GIL, which bounds a library run on a fast GPU whatever the GPU's
+speed. N processes lift that bound N times, at a start-up cost: each process imports facerun, makes its device and
+checks it against the CPU (seconds, in parallel), so it pays from a few hundred photos on (the figures:
+docs/bench/code-figures.md).
 
 The contract is iter_photo_faces's (one result per path, in input order, errors as results, same faces): each process
 runs that very function on the photos it takes from one shared queue, and results are put back in order here.

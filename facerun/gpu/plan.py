@@ -79,8 +79,8 @@ class Tile:
         return tile
 
 
-# The tiles the tiled kernel is built for, in order of preference (measured on an H200: 128x64 beats 128x128
-# whenever both make enough workgroups). Every one has threads % bn == 0 (the im2col loader's layout) and at most
+# The tiles the tiled kernel is built for, in order of preference (measured: 128x64 beats 128x128 whenever both
+# make enough workgroups). Every one has threads % bn == 0 (the im2col loader's layout) and at most
 # 256 threads and 16 KiB of shared memory. K unrolling (ku), measured too: 4-8 for the 8-wide blocks, the whole BK
 # step for the 4x4 ones.
 TILES = {
@@ -223,7 +223,7 @@ def _candidates(bm_max: int, bn_max: int, limits: Limits) -> tuple[tuple[Tile, .
 
 
 def choose_tile(m: int, n: int, k: int, groups: int, limits: Limits) -> tuple[Tile, bool]:
-    """(tile, whether K may be split). Measured on an H200 (IResNet-100 at batch 16, YuNet at 640x640): the largest
+    """(tile, whether K may be split). Measured (IResNet-100 at batch 16, YuNet at 640x640): the largest
     efficient tile that still makes TARGET_WORKGROUPS workgroups wins; failing that, a long K is split (on the
     largest tile), and a short one gets a smaller tile that makes enough workgroups, or the most (the small layers
     of a detector), split where its K allows."""
@@ -313,21 +313,18 @@ def plan_conv(s: ConvShape, limits: Limits = Limits(), force_splits: int | None 
 # multiplies than im2col, at the cost of writing and reading 16 transformed planes of the input (4x its size) and of
 # the products (4x the output's); F(4x4, 3x3) (m = 4) makes 4x fewer, with 36 planes of 2.25x the input's size, and
 # crops more at edges that are not a multiple of 4.
-# Measured on an H200 (`facerun tune --json`, every 3x3 stride-1 layer of the AuraFace replica at batch 1 and 16 and of
-# RetinaFace, SCRFD and YOLOv5-face at 640x640, in two calls): Winograd won on every layer with 16 or more input
-# channels, most by 1.6-3x (single layers time noisily there; whole programs confirmed it: AuraFace at batch 16
-# 19.5 -> 11.4 ms a run), down to a 7x7 map of one image; from 3 input channels (a stem) it lost 3-4x. The rule
-# depends on neither the batch nor the input size, so a model's programs share one set of transformed weights: with
-# a batch-dependent rule, im2col's set (batch 1) and Winograd's (batch 16) together exceed the resident-weight budget,
-# and `bench` ran AuraFace at batch 16 in 40 ms, not 11.
+# Measured (`facerun tune --json` over the 3x3 stride-1 layers of the AuraFace replica and three detectors, whole
+# programs confirming it; the figures: docs/bench/code-figures.md): Winograd won on every layer with 16 or more input
+# channels, down to a 7x7 map of one image, and lost on a stem of 3. The rule depends on neither the batch nor the
+# input size, so a model's programs share one set of transformed weights: with a batch-dependent rule, im2col's set
+# (batch 1) and Winograd's (batch 16) together exceed the resident-weight budget, and large batches ran far slower.
 WINOGRAD_MIN_CHANNELS = 16
 # F(4x4, 3x3) where its products have at least this many tiles (N per plane) and the layer this many input channels;
-# F(2x2, 3x3) elsewhere. Measured on an H200 (whole runs, run-time medians of three alternating rounds, narrow tiles
-# on): the AuraFace replica at batch 16 11.20 ms with F(2x2) everywhere, 9.64 with this rule, 9.61 with F(4x4) on
-# every map of 14x14 or more; batch 8 7.16 / 6.92; batch 4 4.91 / 4.85; batch 1 3.26 / 3.26 (F(4x4) on every map of
-# 14x14 or more: 3.78: at one image its products have 16 tiles a plane, and the GEMM's columns go to waste); SCRFD,
-# RetinaFace and YOLOv5-face at 640x640 within 0.05 ms either way (F(4x4) everywhere: 2-8% slower, their layers
-# have few channels and the transforms cost more than the products save). A batch-dependent rule: a model's
+# F(2x2, 3x3) elsewhere. Measured in whole runs (docs/bench/code-figures.md): on the AuraFace replica the rule is as
+# fast as F(4x4) on every large map at batch 16 and faster than F(2x2) everywhere from batch 4 on, and F(4x4) on every
+# map loses at one image (its products then have 16 tiles a plane, and the GEMM's columns go to waste); the
+# detectors at 640x640 are even either way (F(4x4) everywhere is slower: their layers have few channels and the
+# transforms cost more than the products save). A batch-dependent rule: a model's
 # programs then hold both sets of transformed weights (F(4x4)'s are 36/9 of the 3x3 weights), which is why the
 # resident-weight budget is 1536 MiB (memory.DEFAULT_BUDGET_MB).
 WINOGRAD4_MIN_TILES = 256
@@ -390,9 +387,8 @@ def wide_products(products: ConvShape, limits: Limits) -> bool:
     """Whether Winograd's products take WINOGRAD_TILE unsplit rather than choose_tile's answer: where M is tall
     enough for its 128 rows, N wider than the narrow tiles, and the tile still makes WINOGRAD_TILE_MIN_WORKGROUPS
     workgroups over the planes. choose_tile aims at TARGET_WORKGROUPS, so it would take a smaller tile there or split
-    a long K; measured on the H200 (AuraFace replica, whole runs, examples/winograd_tiles.py), 128x64 on every
-    product ran batch 8 in 6.25 ms against the plan's 6.73 (7.01 against 6.60 in another call) and batch 16 as
-    fast (9.53 against 9.58)."""
+    a long K; measured in whole runs of the AuraFace replica (benchmarks/winograd_tiles.py), 128x64 on every
+    product won at batch 8 in one call of two and was as fast at batch 16 (docs/bench/code-figures.md)."""
     tile = TILES[WINOGRAD_TILE]
     m, n = products.m, products.n
     if m < 96 or n <= 96 or not fits(tile, limits):
