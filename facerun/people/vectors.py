@@ -61,7 +61,7 @@ def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.n
     sims_out = np.empty((len(queries), k), np.float32)
     if k == 0:
         return rows, sims_out
-    step = max(1, (1 << 26) // max(1, n))  # query rows per product: a block of scores stays under 256 MB
+    step = max(1, (1 << 22) // max(1, n))  # query rows per product: a block of scores stays in 16 MB (cache-sized)
     for s in range(0, len(queries), step):
         q = queries[s : s + step]
         with blas.threads_for(q.size * n, blas.default_threads()):
@@ -81,7 +81,8 @@ class VectorIndex:
     source) -> (index, note or None); .add(ids, vectors), .remove(ids), .search(queries, k) -> (ids, cosines),
     .save(generation) writes it beside the database."""
 
-    def __init__(self, ids, vectors, embedder: str = "", generation: int = 0, path=None, ann: bool | None = None):
+    def __init__(self, ids, vectors, embedder: str = "", generation: int = 0, path=None, ann: bool | None = None,
+                 ann_min: int | None = None):
         self.ids = np.asarray(ids, np.int64)
         self.vectors = np.asarray(vectors, np.float32)
         if self.vectors.ndim != 2 or len(self.vectors) != len(self.ids):
@@ -93,6 +94,7 @@ class VectorIndex:
         self.use_ann = have_faiss() if ann is None else (ann and have_faiss())
         self._ann = None  # faiss index over the same rows; ids are the face ids
         self._trained_on = 0
+        self.ann_min = ANN_MIN if ann_min is None else ann_min
         self._row_of: dict[int, int] | None = None
         self._refresh_ann()
 
@@ -110,7 +112,7 @@ class VectorIndex:
     # ------------------------------------------------------------------------------------------------ ANN
     def _refresh_ann(self, force: bool = False) -> None:
         n = len(self.ids)
-        if not self.use_ann or n < ANN_MIN:
+        if not self.use_ann or n < self.ann_min or n < 2:
             self._ann = None
             return
         if self._ann is not None and not force and n <= RETRAIN_GROWTH * self._trained_on:
@@ -145,7 +147,7 @@ class VectorIndex:
         gone = self.ids[~keep]
         self.ids, self.vectors = self.ids[keep], np.asarray(self.vectors)[keep]
         self._row_of = None
-        if self._ann is not None and len(self.ids) >= ANN_MIN:
+        if self._ann is not None and len(self.ids) >= self.ann_min:
             import faiss
 
             self._ann.remove_ids(faiss.IDSelectorBatch(gone))
@@ -253,7 +255,7 @@ class VectorIndex:
         index.dim, index.embedder, index.generation = dim, str(head["embedder"]), int(head["generation"])
         index.path, index._row_of = header_path, None
         index.use_ann = have_faiss() if ann is None else (ann and have_faiss())
-        index._ann, index._trained_on = None, int(head.get("trained_on", 0))
+        index._ann, index._trained_on, index.ann_min = None, int(head.get("trained_on", 0)), ANN_MIN
         if index.use_ann and files.get("ann") is not None:
             import faiss
 
