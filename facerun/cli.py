@@ -65,6 +65,7 @@ class FacerunGroup(click.Group):
         from .commands.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
 
         _tolerant_streams()
+        previous = _stop_on_signals()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
@@ -74,7 +75,9 @@ class FacerunGroup(click.Group):
             fail(e.format_message(), e.exit_code)
         except click.Abort:  # click's name for Ctrl-C (and EOF) during a prompt or its own parsing
             click.echo("interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            sys.exit(_interrupted_status(EXIT_INTERRUPTED))
+        finally:
+            _restore_signals(previous)
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
@@ -103,8 +106,8 @@ class FacerunGroup(click.Group):
         except KeyboardInterrupt as e:
             kept = str(e) if isinstance(e, Interrupted) and str(e) else \
                 INTERRUPTED_KEEPS.get(ctx.invoked_subcommand, "nothing was written")
-            click.echo(f"interrupted: {kept}", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            click.echo(f"interrupted{_signal_said()}: {kept}", err=True)
+            sys.exit(_interrupted_status(EXIT_INTERRUPTED))
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:  # a bug: still one line for the user, the traceback on request
@@ -120,6 +123,50 @@ class FacerunGroup(click.Group):
 
             limits.set_limit("FACERUN_MAX_TENSOR_MB", None)
             limits.set_limit("FACERUN_MAX_PIXELS", None)
+
+
+# SIGTERM (a service manager, `kill`) and SIGHUP (the terminal closed) end a run as Ctrl-C does: the batch in flight
+# is rolled back, the line says what stays, the exit status is 128 + the signal's number. A signal the parent set to
+# be ignored (nohup) stays ignored.
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+_received: list[int] = []
+
+
+def _on_stop_signal(signum, frame):
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> dict:
+    import signal
+    import threading
+
+    previous = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    _received.clear()
+    for name in _STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, _on_stop_signal)
+    return previous
+
+
+def _restore_signals(previous: dict) -> None:
+    import signal
+
+    for number, handler in previous.items():
+        signal.signal(number, handler)
+
+
+def _signal_said() -> str:
+    import signal
+
+    return f" ({signal.Signals(_received[0]).name})" if _received else ""
+
+
+def _interrupted_status(default: int) -> int:
+    return 128 + _received[0] if _received else default
 
 
 def _os_error_line(error: OSError) -> str:

@@ -31,10 +31,11 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
     """
     from ..people.cluster import cluster_index, name_cluster, stored_clusters
     from ..people.index import FaceIndex
+    from ..people.storage import reported
 
     if naming and show:
         raise InputError("--name and --show do not go together")
-    with FaceIndex(db_path, create=False) as index:
+    with reported(db_path, "write"), FaceIndex(db_path, create=False) as index:  # a full or read-only disk: one line
         if naming:
             cid, name = naming
             name_cluster(index, cid, name)

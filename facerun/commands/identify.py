@@ -41,6 +41,7 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
     """
     from ..face.images import iter_images
     from ..people.identify import build_gallery, identify_photos
+    from ..people.storage import reported
 
     if as_json and as_csv:
         raise InputError("choose one of --json and --csv")
@@ -66,7 +67,9 @@ def command(photos, known_dir, known_db, model, device, detector_model, input_si
     failed: list[str] = []
     bar = progress_bar() if err.is_terminal else None
     with bar if bar is not None else contextlib.nullcontext():
-        gallery, skipped = build_gallery(embedder, detector, known_dir=known_dir, known_db=known_db, batch=batch)
+        with reported(known_db, "index") if known_db is not None else contextlib.nullcontext():
+            gallery, skipped = build_gallery(embedder, detector, known_dir=known_dir, known_db=known_db,
+                                             batch=batch)
         for _, reason in skipped:
             err.print(f"note: known photo skipped: {reason}", markup=False)
         task = bar.add_task("identifying", total=len(paths)) if bar is not None else None

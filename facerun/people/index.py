@@ -26,9 +26,10 @@ from ..io import check_output_file
 from .listing import SKIP_REASONS, Listing, list_photos
 from .lock import WriterLock
 from .schema import SCHEMA, SCHEMA_VERSION, check_schema
-from .storage import storage_error
+from .storage import read_only_connection, reported, storage_error
 
 COMMIT_EVERY = 16  # photos per transaction: what a kill can lose
+BUSY_TIMEOUT = 30.0  # seconds a write waits for a lock another program holds, then fails (storage.StorageError)
 # a folder that lost more than half of its indexed photos since the last run, and at least this many, is refused
 # (a drive or share not mounted, a folder renamed): nothing changes without --allow-missing
 LOST_REFUSE_MIN = 3
@@ -90,8 +91,9 @@ class FaceIndex:
     index.search(query_image, top=10), index.cluster(min_size=2), index.identify(...) via facerun.people
     """
 
-    def __init__(self, path, create: bool = True, timeout: float = 30.0):
+    def __init__(self, path, create: bool = True, timeout: float | None = None):
         self.path = Path(path)
+        timeout = BUSY_TIMEOUT if timeout is None else timeout
         if not create and not self.path.is_file():
             raise InputError(f"{self.path}: no such face database (make one with `facerun index PHOTOS --db "
                              f"{self.path}`)")
@@ -109,7 +111,12 @@ class FaceIndex:
             self.conn.execute("PRAGMA foreign_keys=ON")
             self._check_schema()
         except sqlite3.OperationalError as e:  # locked, disk full, read-only: the file may well be a database
-            raise storage_error(e, self.path, "open") from None
+            # a reader of a database on a read-only file system (no -shm can be made there) reads it immutable
+            self.conn = None if create else read_only_connection(self.path, timeout)
+            if self.conn is None:
+                raise storage_error(e, self.path, "open") from None
+            with reported(self.path, "open"):
+                self._check_schema()
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path}: not a face database ({e})") from None
 

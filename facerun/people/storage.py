@@ -92,6 +92,8 @@ def storage_error(error: BaseException, db, stage: str = "index") -> FacerunErro
     if kind is None:
         return FacerunError(f"{where}: database error ({detail})")
     what, todo = kind
+    if on_read_only_fs(db) and ("open" in what or "read-only" in what):
+        what, todo = "the file system is read-only", "copy the database to a writable disk, or mount it read-write"
     after = AFTER.get(stage, AFTER["open"])
     photos = stored_photos(db) if "{photos}" in after else ""
     return StorageError(f"{where}: {what} ({detail})" + after.format(todo=todo, photos=photos))
@@ -108,6 +110,37 @@ def reported(db, stage: str = "index"):
         if not is_storage_fault(e):
             raise
         raise storage_error(e, db, stage) from None
+
+
+def on_read_only_fs(path) -> bool:
+    """Whether the folder of `path` is on a file system mounted read-only (a DVD, a read-only share, a snapshot)."""
+    import os
+
+    try:
+        return bool(os.statvfs(Path(path).parent).f_flag & getattr(os, "ST_RDONLY", 1))
+    except (OSError, AttributeError):
+        return False
+
+
+def read_only_connection(db, timeout: float) -> sqlite3.Connection | None:
+    """A connection that reads a face database on a read-only file system, where SQLite cannot make the -shm file a
+    WAL database needs: opened immutable, which is exact while nothing can write there. None where that does not
+    hold (the file system is writable, or a -wal file holds commits not yet in the database file)."""
+    db = Path(db)
+    wal = Path(str(db) + "-wal")
+    if not on_read_only_fs(db) or (wal.exists() and wal.stat().st_size > 0):
+        return None
+    from urllib.parse import quote
+
+    uri = "file:" + quote(fsnames.exact(db.resolve()).decode("utf-8", "surrogateescape"), safe="/") + \
+        "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
+        conn.text_factory = fsnames.from_sql
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error:
+        return None
+    return conn
 
 
 JOURNAL = ("-wal", "-shm", "-journal", ".lock")  # the files SQLite (and the writer lock) make beside a database
@@ -142,4 +175,5 @@ def _holds_no_photos(db: Path) -> bool:
         return False  # unreadable now: not ours to judge, leave it
 
 
-__all__ = ["StorageError", "is_storage_fault", "removed_if_new", "reported", "storage_error", "stored_photos"]
+__all__ = ["StorageError", "is_storage_fault", "on_read_only_fs", "read_only_connection", "removed_if_new", "reported",
+           "storage_error", "stored_photos"]
