@@ -402,12 +402,14 @@ def _fmt(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def load(model, device: str = "cpu", precision: str = "f32", workload: Workload | None = None) -> Net:
+def load(model, device: str = "cpu", precision: str = "f32", workload: Workload | None = None,
+         label: str | None = None) -> Net:
     """Load a model as a Net: an ONNX file, a known model's or a replica's name, or a ModelCard (facerun.zoo.card).
     device: "cpu", "gpu" (error if unusable) or "auto". precision: "f32", or "f16" on the GPU (Winograd's planes as
     half floats, checked against the CPU at agree.GPU_F16_CHECK); the CPU always runs float32. workload: what the
     caller knows of its use of the model (runner.Workload: the sizes to check and expect, how photos are laid
-    out), for the GPU's one agreement check; a face job's Detector and Embedder give theirs."""
+    out), for the GPU's one agreement check; a face job's Detector and Embedder give theirs. label: how messages
+    name the model (default: the card's)."""
     if precision not in PRECISIONS:
         raise InputError(f"unknown precision '{precision}' ({' or '.join(PRECISIONS)})")
     if precision != "f32" and device == "cpu":
@@ -417,7 +419,7 @@ def load(model, device: str = "cpu", precision: str = "f32", workload: Workload 
     card = identify(model)
     workload = workload or NO_WORKLOAD
     runner = RUNNERS[device](workload, device == "gpu", precision)
-    return Net(read_model(card.path), card=card, runner=runner, workload=workload)
+    return Net(read_model(card.path), label=label, card=card, runner=runner, workload=workload)
 
 
 def _cpu_runner(workload: Workload, required: bool, precision: str):
