@@ -50,10 +50,10 @@ def command(model, size, batch, device, against, steps, seed, allow_software, as
     net = load(model, device="gpu" if device == "gpu" else "cpu")
     size = parse_size(size)
     shape = input_shape(net, size, batch)
-    warning = off_card_size(net, size)
+    net.program(shape)  # a shape the model cannot take fails here, with facerun's message
+    warning = off_card_size(net, size)  # only for a shape it can take: an error is the one line then
     if warning:
         err.print(f"warning: {warning}", markup=False, highlight=False)
-    net.program(shape)  # a shape the model cannot take fails here, with facerun's message
     x = sample_input(net, shape, seed)
 
     if against == "onnxruntime":
