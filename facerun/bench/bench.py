@@ -114,6 +114,12 @@ class Row:
     speedup_vs_cpu: float | None = None
     max_abs_vs_cpu: float | None = None
     cosine_vs_cpu: float | None = None
+    # the number parity judged and what it was judged against: detectors (and others) by the max abs difference
+    # over the scale the tolerance is relative to (each output's range, at least agree.MIN_RANGE), held to
+    # `tolerance`; embedders by cosine, held to at least `min_cosine`
+    scaled_diff_vs_cpu: float | None = None
+    tolerance: float | None = None
+    min_cosine: float | None = None
     ok: bool | None = None  # parity verdict; None where nothing was compared (skipped rows)
     runs: int = 0
     macs: int | None = None  # multiply-accumulates of one item
@@ -238,12 +244,22 @@ def _items(outputs: dict, names: list[str], n: int, i: int) -> dict:
 
 def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance: float,
           min_cosine: float = agree.MIN_COSINE):
-    """(max abs, min cosine, ok) over (got, want) output dicts. Embedders pass on cosine, others on max abs."""
+    """(max abs, min cosine, ok, scaled diff) over (got, want) output dicts. Embedders pass on cosine, others on max
+    abs; the scaled diff (None for embedders) is the worst output's max abs over its own limit, times `tolerance`:
+    the figure that passes exactly when it is at most `tolerance`, in the units the tolerance is given in."""
     rule = agree.Tolerance(None, min_cosine=min_cosine) if kind == "embedder" else agree.Tolerance(tolerance)
     diffs = [agree.compare(name, got[name], want[name], rule) for got, want in pairs for name in names]
     max_abs = max((d.max_abs for d in diffs), default=0.0)
     cosine = min((d.cosine for d in diffs), default=1.0)
-    return float(max_abs), float(cosine), all(d.ok for d in diffs)
+    scaled = None
+    if rule.rel is not None:
+        # the limit is rel x the output's range, or a few float32 steps where that is finer: dividing by the limit
+        # itself keeps the figure and the verdict in step on every output
+        parts = [d.max_abs / limit if (limit := rule.limit(d)) else (0.0 if d.max_abs == 0 else float("inf"))
+                 for d in diffs]
+        worst = max(parts, default=0.0) * rule.rel
+        scaled = float(worst) if np.isfinite(worst) else None
+    return float(max_abs), float(cosine), all(d.ok for d in diffs), scaled
 
 
 def _fmt_size(shape: tuple) -> str:
@@ -400,9 +416,13 @@ def bench_row(case: _Case, name: str, settings: Settings, size: str, label: str)
         row.note = "reference"
         case._refs.setdefault(0, dict(out))
         return row
+    if case.kind == "embedder":
+        row.min_cosine = path.min_cosine
+    else:
+        row.tolerance = path.tolerance
     try:
-        row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok = judge(case.kind, case.pairs(out, batch, path), case.names,
-                                                                 path.tolerance, path.min_cosine)
+        row.max_abs_vs_cpu, row.cosine_vs_cpu, row.ok, row.scaled_diff_vs_cpu = judge(
+            case.kind, case.pairs(out, batch, path), case.names, path.tolerance, path.min_cosine)
     except FacerunError as e:
         row.note = f"no parity: {e}"
     return row

@@ -55,6 +55,13 @@ class PhotoRow:
     agree_with_cpu: dict | None = None
     bottleneck: str = ""
     skipped: str | None = None
+    # with --repeat N: every run's photos/s, and their spread (min–max for fewer than SPREAD_PERCENTILES_FROM runs,
+    # else p10–p90); photos_per_s and faces_per_s are then the runs' medians, the rest the median run's
+    runs: int = 1
+    photos_per_s_runs: list = field(default_factory=list)
+    photos_per_s_low: float | None = None
+    photos_per_s_high: float | None = None
+    spread: str | None = None
     faces_by_photo: list = field(default_factory=list, repr=False)  # [(score, box)] per photo, for agreement
 
     def to_json(self) -> dict:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from .paths import PHOTO_PATHS as REGISTRY
 from .paths import check_names
@@ -22,13 +24,16 @@ from .photo_rows import PhotoJob, PhotoRow
 
 PHOTO_PATHS = tuple(REGISTRY)
 DEFAULT_PHOTO_PATHS = tuple(name for name, p in REGISTRY.items() if p.default)
+FORMAT = "facerun-bench-photos/1"  # saved runs from before it had no format and read the same
+SPREAD_PERCENTILES_FROM = 5  # runs; with fewer, p10 and p90 would only interpolate between min and max
 IOU_MIN = 0.95
 SCORE_TOL = 1e-3
 
 
 def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, embed_model=None, batch: int = 16,
-                 workers: int | None = None, on_row=None, processes: int = 4) -> dict:
-    """Run every path over the photos of `folder` (searched recursively); the result as JSON-ready data."""
+                 workers: int | None = None, on_row=None, processes: int = 4, repeat: int = 1) -> dict:
+    """Run every path over the photos of `folder` (searched recursively), `repeat` times each; the result as
+    JSON-ready data."""
     from ..face.images import iter_images
     from ..face.library import default_workers
 
@@ -46,18 +51,48 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
         path = REGISTRY[name]
         if on_row is not None:
             on_row(name)
-        rows.append((path.reference, path.row(job, None)))
+        rows.append((path.reference, repeated(lambda p=path: p.row(job, None), repeat, on_row, name)))
         if embed_model is not None and path.embeds:  # detection alone, then the whole job: both in one run
             if on_row is not None:
                 on_row(f"{name}+embed")
-            rows.append((False, path.row(job, embed_model)))
+            rows.append((False, repeated(lambda p=path: p.row(job, embed_model), repeat, on_row,
+                                                  f"{name}+embed")))
     reference = next((r for can, r in rows if can and not r.skipped), None)
     for _, row in rows:
         if reference is not None and row is not reference and not row.skipped:
             row.agree_with_cpu = agreement(reference.faces_by_photo, row.faces_by_photo)
-    return {"photos_dir": str(folder), "photos": len(photos), "detector": _name(detector_model, "yunet-2023mar"),
-            "embedder": _name(embed_model, None), "batch": batch, "workers": workers,
-            "rows": [r.to_json() for _, r in rows]}
+    return {"format": FORMAT, "photos_dir": str(folder), "photos": len(photos),
+            "detector": _name(detector_model, "yunet-2023mar"), "embedder": _name(embed_model, None), "batch": batch,
+            "workers": workers, "repeat": repeat, "rows": [r.to_json() for _, r in rows]}
+
+
+def repeated(run, n: int, on_row=None, name: str = "") -> PhotoRow:
+    """`run()` n times: the run whose photos/s is the median one (the lower middle for an even n), carrying the
+    medians of photos/s and faces/s and the spread of photos/s over the runs. A skipped run ends the repeats."""
+    runs = []
+    for i in range(n):
+        if on_row is not None and n > 1:
+            on_row(f"{name} (run {i + 1} of {n})")
+        row = run()
+        runs.append(row)
+        if row.skipped and not row.photos:
+            return row
+    timed = [r for r in runs if r.photos_per_s is not None]
+    if not timed:
+        return runs[0]
+    rates = np.array([r.photos_per_s for r in timed])
+    chosen = timed[int(np.argsort(rates, kind="stable")[(len(timed) - 1) // 2])]
+    chosen.runs = len(timed)
+    chosen.photos_per_s_runs = [round(float(v), 4) for v in rates]
+    chosen.photos_per_s = float(np.median(rates))
+    chosen.faces_per_s = float(np.median([r.faces_per_s for r in timed]))
+    if len(timed) >= SPREAD_PERCENTILES_FROM:
+        chosen.spread = "p10–p90"
+        chosen.photos_per_s_low, chosen.photos_per_s_high = (float(v) for v in np.percentile(rates, [10, 90]))
+    else:
+        chosen.spread = "min–max"
+        chosen.photos_per_s_low, chosen.photos_per_s_high = float(rates.min()), float(rates.max())
+    return chosen
 
 
 def _name(model, default):

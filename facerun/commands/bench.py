@@ -1,11 +1,12 @@
 """`facerun bench`: a group of benchmarks. `bench models` (what a bare `facerun bench [MODEL ...]` runs), `bench photos
-DIR`, `bench search`, `bench compare A.json B.json`; the old spellings --photos, --search and --compare still work."""
+DIR`, `bench search`, `bench compare A.json B.json`, `bench plot SAVED.json`; the old spellings --photos, --search and
+--compare still work."""
 
 from __future__ import annotations
 
 import click
 
-from . import bench_compare, bench_models, bench_photos, bench_search
+from . import bench_compare, bench_models, bench_photos, bench_plot, bench_search
 from .bench_models import OLD_SPELLINGS
 
 DEFAULT = "models"
@@ -37,7 +38,7 @@ class BenchGroup(click.Group):
 @click.group("bench", cls=BenchGroup, epilog=OLD_SPELLINGS)
 def command():
     """Benchmarks: models path by path (CPU, GPU, peers) with their parity, the library run over a folder of photos,
-    brute-force search, and two saved runs compared.
+    brute-force search, two saved runs compared, and charts (--plot FILE.png|.svg, or `bench plot SAVED.json`).
 
     A bare `facerun bench [MODEL ...] [OPTIONS]` runs `bench models`. Each subcommand's --help says more; each takes
     --json."""
@@ -47,3 +48,4 @@ command.add_command(bench_models.command)
 command.add_command(bench_photos.command)
 command.add_command(bench_search.command)
 command.add_command(bench_compare.command)
+command.add_command(bench_plot.command)

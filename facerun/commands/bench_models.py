@@ -13,8 +13,8 @@ from ..bench import bench
 from ..bench.paths import MODEL_PATHS, split
 from ..errors import InputError
 from ..io import check_output_file
-from . import bench_compare, bench_photos, bench_search
-from .bench_table import FAIL_MARK, ms, print_table
+from . import bench_compare, bench_photos, bench_plot, bench_search
+from .bench_table import FAIL_MARK, faster_or_slower, ms, print_table, tolerance_text
 from .common import (
     allow_software_option,
     err,
@@ -57,6 +57,8 @@ The old spellings, still accepted (scripts use them):
 @allow_software_option(hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON result here.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png|.svg",
+              help="Also draw the table as a chart (needs facerun[plot]; `bench plot SAVED.json` draws a saved run).")
 # the old spellings: each runs another subcommand (the help's epilog says which)
 @click.option("--compare", nargs=2, type=click.Path(path_type=Path), metavar="A.json B.json", hidden=True)
 @click.option("--search", "search_counts", default=None, metavar="N,N,...", is_flag=False,
@@ -67,7 +69,7 @@ The old spellings, still accepted (scripts use them):
 @click.option("--workers", type=click.IntRange(0, 64), default=None, hidden=True)
 @click.option("--processes", type=click.IntRange(1, 64), default=4, hidden=True)
 def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
-            compare, search_counts, photos_dir, photo_model, embed_model, workers, processes):
+            plot_file, compare, search_counts, photos_dir, photo_model, embed_model, workers, processes):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
@@ -75,9 +77,12 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
     onnxruntime (its CPU provider, when installed); cpu-batch, onnxruntime-batch and gpu-photo (YuNet from a photo's
     bytes, laid out on the GPU, as detect runs it) on request, and gpu-f16, gpu-batch-f16 (the GPU at --precision
     f16). Columns: median,
-    p10 and p90 of the timed runs in ms, ms per face, speed-up over the CPU interpreter, and parity with it: max abs
-    diff for detectors, within 1e-4 of each output's range (ranges under 0.01 count as 0.01; 1e-3 on the GPU paths,
-    1e-2 on the f16 ones), cosine >= 0.9999 for embedders (0.9995 at f16). A path that cannot run here says why. Exit
+    p10 and p90 of the timed runs in ms, ms per face, how many times faster or slower than the CPU interpreter per
+    face ("5.0x faster than cpu"; --json: speedup_vs_cpu, its ms/face over the row's), and parity with it, shown
+    with the tolerance it was held to: for detectors max abs diff over each output's range ("ok 3.7e-07 ≤ 1e-04":
+    1e-4 of the range, ranges under 0.01 counting as 0.01; 1e-3 on the GPU paths, 1e-2 on the f16 ones), for
+    embedders cosine ("ok cos 0.999998 ≥ 0.9999"; 0.9995 at f16). --plot FILE.png|.svg also draws the table as a
+    chart (needs facerun[plot]). A path that cannot run here says why. Exit
     status 1 when a row fails parity.
 
     MODEL is an .onnx file, a known model's name or a replica name; with neither MODEL nor --models, the built-in
@@ -89,18 +94,19 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
     if photos_dir is not None:
         photo_paths = bench_photos.DEFAULT_PATHS if paths_text is None else paths_text
         bench_photos.run_photos(photos_dir, split(photo_paths), photo_model, embed_model, batch, workers, as_json,
-                                processes)
+                                processes, plot_file=plot_file)
         return
     if compare:
         if models or models_dir:
             raise InputError("--compare takes two saved results and no models")
-        bench_compare.compare(*compare, as_json=as_json)
+        bench_compare.compare(*compare, as_json=as_json, plot_file=plot_file)
         return
-    run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save)
+    run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
+               plot_file)
 
 
 def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json,
-               save) -> None:
+               save, plot_file=None) -> None:
     settings = bench.Settings(
         sizes=tuple(parse_size(s) for s in sizes.split(",") if s.strip()),
         paths=bench.DEFAULT_PATHS if paths_text is None else split(paths_text),
@@ -116,6 +122,10 @@ def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_t
         raise InputError("--sizes is empty")
     if save is not None:
         check_output_file(save, "--save")
+    if plot_file is not None:
+        from ..bench import plot
+
+        plot.check_target(plot_file)  # before the run: no matplotlib, or no place to write, costs no benchmark
     specs = bench.discover(models, models_dir)
 
     with progress_bar("steps") as progress:
@@ -131,6 +141,8 @@ def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_t
 
     if save is not None:
         result.save(save)
+    if plot_file is not None:
+        bench_plot.written(plot.save(plot.models_figure(result.to_json()), plot_file))
     if as_json:
         print_json(result.to_json())
     else:
@@ -146,15 +158,40 @@ def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_t
 
 
 def _parity_cell(r: bench.Row) -> str:
+    """The parity verdict with the figure it judged and the tolerance it judged it against: `ok 3.7e-07 ≤ 1e-03`
+    (detectors: max abs diff over each output's range), `ok cos 0.999998 ≥ 0.9999` (embedders)."""
     if r.path == bench.REFERENCE and r.ok:
         return "reference"
     if r.ok is None:
         return "—"
+    path = MODEL_PATHS.get(r.path)
     if r.kind == "embedder":
-        text = f"cos {r.cosine_vs_cpu:.6f}" if r.cosine_vs_cpu is not None else "?"
+        least = r.min_cosine if r.min_cosine is not None else path.min_cosine if path else None
+        if r.cosine_vs_cpu is None:
+            text = "?"
+        elif least is None:
+            text = f"cos {r.cosine_vs_cpu:.6f}"
+        else:
+            text = f"cos {r.cosine_vs_cpu:.6f} {'≥' if r.cosine_vs_cpu >= least else '<'} {least:g}"
+    elif r.scaled_diff_vs_cpu is not None and r.tolerance is not None:
+        sign = "≤" if r.scaled_diff_vs_cpu <= r.tolerance else ">"
+        text = f"{r.scaled_diff_vs_cpu:.1e} {sign} {tolerance_text(r.tolerance)}"
+    elif r.max_abs_vs_cpu is not None:  # a run saved before the scaled figure was kept
+        tol = f" (tolerance {tolerance_text(path.tolerance)} of range)" if path else ""
+        text = f"Δ {r.max_abs_vs_cpu:.2g}{tol}"
     else:
-        text = f"Δ {r.max_abs_vs_cpu:.2g}" if r.max_abs_vs_cpu is not None else "?"
-    return f"[green]{text} ✓[/]" if r.ok else f"[bold red]{text} {FAIL_MARK}[/]"
+        text = "?"
+    return f"[green]ok {text}[/]" if r.ok else f"[bold red]{text} {FAIL_MARK}[/]"
+
+
+def _speed_cell(r: bench.Row) -> str:
+    if r.path == bench.REFERENCE and r.speedup_vs_cpu:
+        return "reference"
+    return faster_or_slower(r.speedup_vs_cpu, bench.REFERENCE)
+
+
+PARITY_LEGEND = ("parity: detectors by max abs diff ÷ each output's range (at least 0.01), held to the tolerance; "
+                 "embedders by cosine, held to the least allowed")
 
 
 def print_result(result: bench.BenchResult) -> None:
@@ -174,8 +211,8 @@ def print_result(result: bench.BenchResult) -> None:
               f"batch {s['batch']}[/]")
     notes: dict[str, int] = {}  # long reasons become numbered notes under the table
     t = Table(header_style="bold", box=box.SIMPLE_HEAD)
-    for col in ("model", "size", "path", "batch", "median ms", "p10", "p90", "ms/face", "speed-up", "parity vs cpu",
-                "note"):
+    for col in ("model", "size", "path", "batch", "median ms", "p10", "p90", "ms/face", "speed (ms/face)",
+                "parity vs cpu", "note"):
         t.add_column(col, justify="left" if col in ("model", "size", "path", "parity vs cpu", "note") else "right")
     for r in result.rows:
         note = ""
@@ -185,8 +222,8 @@ def print_result(result: bench.BenchResult) -> None:
             if r.skipped:
                 note = f"skipped [{n}]" if r.ok is None else f"[red]failed[/] [{n}]"
         t.add_row(r.model, r.size, r.path, str(r.batch), ms(r.median_ms), ms(r.p10_ms), ms(r.p90_ms),
-                  ms(r.per_face_ms), f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "—", _parity_cell(r),
-                  note)
+                  ms(r.per_face_ms), _speed_cell(r), _parity_cell(r), note)
     print_table(t)
+    out.print(PARITY_LEGEND, markup=False)
     for text, n in notes.items():
         out.print(f"[{n}] {text}", markup=False)

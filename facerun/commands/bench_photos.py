@@ -32,10 +32,16 @@ PATHS_HELP = ("Comma-separated paths to run, from: "
                    "(default: the cores).")
 @click.option("--processes", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Processes of the *-processes paths.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="Runs of each row: photos/s and faces/s become their medians, with the spread of photos/s "
+                   "(min–max under 5 runs, else p10–p90); the other figures are the median run's.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png|.svg",
+              help="Also draw photos/s per path as a chart (needs facerun[plot]).")
 @models_dir_option()
 @allow_software_option(hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def command(folder, paths_text, detector_model, embed_model, batch, workers, processes, allow_software, as_json):
+def command(folder, paths_text, detector_model, embed_model, batch, workers, processes, repeat, plot_file,
+            allow_software, as_json):
     """Detect (and with --embed, embed) every photo of DIR (searched recursively) on each path, a row per path.
 
     Columns: photos/s and faces/s over the row's wall time, the first photo's ms (after the models are loaded and
@@ -46,20 +52,29 @@ def command(folder, paths_text, detector_model, embed_model, batch, workers, pro
     run here says why. `--json` gives every field (README: `facerun bench`).
 
     The old spelling `facerun bench --photos DIR [options]` runs this too."""
-    run_photos(folder, split(paths_text), detector_model, embed_model, batch, workers, as_json, processes)
+    run_photos(folder, split(paths_text), detector_model, embed_model, batch, workers, as_json, processes, repeat,
+               plot_file)
 
 
 def run_photos(folder: Path, paths: tuple[str, ...], detector_model, embed_model, batch: int, workers,
-               as_json: bool, processes: int = 4) -> None:
+               as_json: bool, processes: int = 4, repeat: int = 1, plot_file: Path | None = None) -> None:
     from ..bench.photos import bench_photos
 
+    if plot_file is not None:
+        from ..bench import plot
+
+        plot.check_target(plot_file)
     with err.status("") as status:
 
         def on_row(path):
             status.update(f"running {path} over {folder}")
 
         result = bench_photos(folder, paths, detector_model, embed_model, batch, workers, on_row=on_row,
-                              processes=processes)
+                              processes=processes, repeat=repeat)
+    if plot_file is not None:
+        from .bench_plot import written
+
+        written(plot.save(plot.photos_figure(result), plot_file))
     if as_json:
         print_json(result)
         return
@@ -70,10 +85,21 @@ def _num(v, digits: int = 1) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+def _rate(r: dict) -> str:
+    """photos/s, with its spread over the runs where there were several: `102.7 (98.1–105.0 min–max)`."""
+    if r.get("runs", 1) > 1 and r.get("photos_per_s_low") is not None:
+        return f"{_num(r['photos_per_s'])} ({_num(r['photos_per_s_low'])}–{_num(r['photos_per_s_high'])} " \
+               f"{r['spread']})"
+    return _num(r["photos_per_s"])
+
+
 def print_photos(result: dict) -> None:
+    repeat = result.get("repeat", 1)
     title = (f"{result['photos']} photos in {result['photos_dir']}: {result['detector']}"
              + (f" + {result['embedder']} (batch {result['batch']})" if result["embedder"] else "")
-             + f", {result['workers']} decoding threads")
+             + f", {result['workers']} decoding threads"
+             + (f"; {repeat} runs per row: photos/s and faces/s their medians, photos/s with its spread"
+                if repeat > 1 else ""))
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("path", "photos/s", "faces/s", "first ms", "faces", "sizes", "checks", "programs", "decode s",
                  "compile s", "detect s", "post s", "align s", "embed s", "total s", "same as cpu"):
@@ -88,7 +114,7 @@ def print_photos(result: dict) -> None:
         agree = r["agree_with_cpu"]
         same = "reference" if agree is None else ("yes" if agree["same"] else
                                                   f"no: {agree['photos_differing']} photos differ")
-        table.add_row(r["path"], _num(r["photos_per_s"]), _num(r["faces_per_s"]), _num(r["first_photo_ms"], 0),
+        table.add_row(r["path"], _rate(r), _num(r["faces_per_s"]), _num(r["first_photo_ms"], 0),
                       str(r["faces"]), str(r["distinct_sizes"]), str(r["gpu_checks"]), str(r["programs_compiled"]),
                       *(_num(s.get(k), 2) for k in ("decode", "compile", "detect", "post", "align", "embed", "total")),
                       same)

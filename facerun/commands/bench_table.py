@@ -24,3 +24,26 @@ def ms(v) -> str:
     if v is None:
         return "—"
     return f"{v:.3g}" if v < 10 else f"{v:.1f}"
+
+
+def factor(f: float) -> str:
+    """A ratio as a factor, digits to suit: 1.04x, 5.0x, 120x."""
+    return f"{f:.2f}x" if f < 2 else f"{f:.1f}x" if f < 100 else f"{f:.0f}x"
+
+
+def faster_or_slower(ratio: float | None, than: str = "") -> str:
+    """A speed ratio (above 1: faster) in words that cannot be read backwards: "5.0x faster than cpu", "2.1x slower
+    than cpu". `than` empty leaves the base out (a column header names it)."""
+    if ratio is None or ratio <= 0:
+        return "—"
+    tail = f" than {than}" if than else ""
+    if ratio == 1.0:
+        return f"as fast{' as ' + than if than else ''}"
+    return f"{factor(ratio)} faster{tail}" if ratio > 1 else f"{factor(1 / ratio)} slower{tail}"
+
+
+def tolerance_text(v: float) -> str:
+    """1e-3, 2.5e-4: a named tolerance as agree.py writes it."""
+    mantissa, exponent = f"{v:.1e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent):+03d}"
