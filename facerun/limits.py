@@ -72,6 +72,6 @@ def max_pixels() -> int:
 def check_pixels(width: int, height: int, what: str) -> None:
     limit = max_pixels()
     if width * height > limit:
-        raise InputError(f"{what}: {width}x{height} is {width * height / 1e6:.0f} megapixels, past the limit of "
+        raise InputError(f"{what}: {width}x{height} is {width * height / 1e6:.3g} megapixels, past the limit of "
                          f"{limit / 1e6:g} ({_names('FACERUN_MAX_PIXELS')}; about "
                          f"{human_bytes(width * height * 3 * 4)} to hold)")

@@ -1,9 +1,10 @@
 """Reading photos into the one layout the detectors use: HxWx3 uint8 RGB, upright.
 
-Pillow does the decoding (JPEG, PNG, WebP, BMP); with the optional simplejpeg installed, JPEGs are decoded by
-libjpeg-turbo's own API instead (turbo.py: the same pixels, faster, without the GIL). Camera photos often store
-pixels sideways plus an EXIF orientation tag; we apply the tag so boxes refer to the image as a viewer shows it
-(OpenCV's imread does the same).
+Pillow does the decoding (JPEG, PNG, WebP, BMP, GIF; AVIF where Pillow was built with it; of an animated GIF or WebP
+the first frame; HEIC/HEIF is refused with the reason, Pillow reads none); with the optional simplejpeg installed,
+JPEGs are decoded by libjpeg-turbo's own API instead (turbo.py: the same pixels, faster, without the GIL). Camera
+photos often store pixels sideways plus an EXIF orientation tag; we apply the tag so boxes refer to the image as a
+viewer shows it (OpenCV's imread does the same).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from ..errors import ImageError, InputError
 from . import turbo
 
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+# what a folder walk lists: HEIC/HEIF too, so that a folder of them is reported (not read) rather than passed over
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".avif", ".heic", ".heif"})
 
 
 def load_image(path: str | Path) -> np.ndarray:
@@ -200,6 +202,9 @@ def _opened(source, label, before_load=None) -> Iterator[Image.Image]:
         with warnings.catch_warnings():
             # a decompression-bomb *warning* is noise here; the hard limit still raises below
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            # an EXIF block that lies about its own layout: Pillow skips the bad tags and warns on stderr, which
+            # would break the one-line output; the photo decodes, upright where the orientation tag survived
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.")
             with Image.open(source) as image:
                 _check_size(label, image)  # from the header, before the pixels are decoded
                 if before_load is not None:
