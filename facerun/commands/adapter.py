@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from .common import EXIT_NO_GPU, allow_software_option, fmt_bytes, out, print_json
+from .options import json_option
 
 
 @click.command("adapter")
-@click.option("--json", "as_json", is_flag=True, help="Print the adapters as JSON (for scripts).")
+@json_option("instead of tables: the adapters.")
 @allow_software_option(hidden=True)
 def command(as_json: bool, allow_software: bool):
     """List every GPU adapter of the wanted backend with its key limits, say which one facerun would use and why

@@ -25,6 +25,7 @@ from .common import (
     print_json,
     progress_bar,
 )
+from .options import batch_option, json_option, option
 from .types import FiniteRange
 
 BUSY_WARNING = 0.25  # warn when other work used more than this share of the CPUs just before the run
@@ -38,13 +39,11 @@ The old spellings, still accepted (scripts use them):
 
 @click.command("models", short_help="Time models path by path, with parity (the default).", epilog=OLD_SPELLINGS)
 @click.argument("models", nargs=-1)
-@models_dir_option(expose=True, help="Benchmark every .onnx file in DIR (recognised by sha256, else by graph shape); "
-                                    "MODEL names are looked up in DIR first too.")
-@click.option("--sizes", default="640x640", show_default=True,
-              help="Detector input sizes, width x height, comma-separated (YuNet: multiples of 32). Embedders run "
-                   "at their own size.")
-@click.option("--batch", default=16, show_default=True, type=click.IntRange(1, 4096),
-              help="Items per batched run (the *-batch paths), reported per face.")
+@models_dir_option(expose=True, help="Look for model files in DIR first (MODEL names too), and benchmark every .onnx "
+                                    "file in it (recognised by sha256, else by graph shape).")
+@option("--sizes", "sizes", default="640x640", show_default=True,
+        detail="of the detectors (YuNet: multiples of 32); embedders run at their own size.")
+@batch_option(16, "those of the *-batch paths, the times reported per face.", type=click.IntRange(1, 4096))
 @click.option("--repeat", default=10, show_default=True, type=click.IntRange(1, 100_000),
               help="Timed runs per row (at most; see --budget).")
 @click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 1000),
@@ -55,7 +54,7 @@ The old spellings, still accepted (scripts use them):
               help=f"Comma-separated paths to time (default: {','.join(bench.DEFAULT_PATHS)}; the batch paths run "
                    f"for detectors only when named here), from: {', '.join(MODEL_PATHS)}.")
 @allow_software_option(hidden=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("instead of tables: the result.")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON result here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png|.svg",
               help="Also draw the table as a chart (needs facerun[plot]; `bench plot SAVED.json` draws a saved run).")

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..bench.paths import PHOTO_PATHS, split
 from .bench_table import print_table
 from .common import allow_software_option, err, models_dir_option, out, print_json
+from .options import batch_option, detector_option, embedder_option, json_option, option, workers_option
 
 DEFAULT_PATHS = ",".join(name for name, p in PHOTO_PATHS.items() if p.default)
 PATHS_HELP = ("Comma-separated paths to run, from: "
@@ -20,29 +21,25 @@ PATHS_HELP = ("Comma-separated paths to run, from: "
 @click.command("photos", short_help="The library run over a folder of photos, path by path.")
 @click.argument("folder", metavar="DIR", type=click.Path(path_type=Path))
 @click.option("--paths", "paths_text", default=DEFAULT_PATHS, show_default=True, help=PATHS_HELP)
-@click.option("--model", "detector_model", default=None, metavar="DET",
-              help="The YuNet detector (default yunet-2023mar).")
-@click.option("--embed", "embed_model", default=None, metavar="MODEL",
-              help="Also align and embed every face with this embedder, --batch faces per call: each facerun path "
-                   "gives a second row, PATH+embed.")
-@click.option("--batch", default=16, show_default=True, type=click.IntRange(1, 4096),
-              help="Faces per embedding call (with --embed).")
-@click.option("--workers", type=click.IntRange(0, 64), default=None,
-              help="Decoding threads (default: the cores but one, at most 8); also opencv-threads' threads "
-                   "(default: the cores).")
-@click.option("--processes", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Processes of the *-processes paths.")
+@detector_option("detector_model", old=("--model",), detail="A YuNet one (default yunet-2023mar).")
+@embedder_option("embed_model", old=("--embed",),
+                 detail="With one, every face is also aligned and embedded, --batch faces per call: each facerun "
+                        "path gives a second row, PATH+embed.")
+@batch_option(16, "faces per embedding call (with --embedder).", type=click.IntRange(1, 4096))
+@workers_option("(default: the cores but one, at most 8); also opencv-threads' threads (default: the cores).")
+@option("--processes", "processes", type=click.IntRange(1, 64), default=4, show_default=True,
+        detail="on the *-processes paths.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 1000),
-              help="Runs of each row: photos/s and faces/s become their medians, with the spread of photos/s "
+              help="Timed runs of each row: photos/s and faces/s become their medians, with the spread of photos/s "
                    "(min–max under 5 runs, else p10–p90); the other figures are the median run's.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png|.svg",
               help="Also draw photos/s per path as a chart (needs facerun[plot]).")
 @models_dir_option()
 @allow_software_option(hidden=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("instead of tables: every field.")
 def command(folder, paths_text, detector_model, embed_model, batch, workers, processes, repeat, plot_file,
             allow_software, as_json):
-    """Detect (and with --embed, embed) every photo of DIR (searched recursively) on each path, a row per path.
+    """Detect (and with --embedder, embed) every photo of DIR (searched recursively) on each path, a row per path.
 
     Columns: photos/s and faces/s over the row's wall time, the first photo's ms (after the models are loaded and
     the device created), faces, distinct network input sizes, GPU checks (CPU agreement runs), step programs

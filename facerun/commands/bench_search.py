@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
+from .options import json_option
 
 DEFAULT_COUNTS = (10_000, 100_000, 1_000_000)
 
 
 @click.command("search", short_help="Brute-force face search's query time over N faces.")
 @click.argument("counts", nargs=-1, metavar="[N,N,...]")
-@click.option("--json", "as_json", is_flag=True, help='Print the rows as JSON: {"search": [...]}.')
+@json_option('instead of tables: {"search": [...]}.')
 def command(counts, as_json):
     """Time brute-force face search: the query time over N random 512-d unit vectors, for each N (default
     10000,100000,1000000; comma- or space-separated).

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from .common import err, json_dumps, out, plural, short_paths
+from .options import box_cells, csv_option, json_option, one_output, print_csv
 
 
 @click.command("cluster")
@@ -22,9 +23,10 @@ from .common import err, json_dumps, out, plural, short_paths
               help="Name cluster ID (as the last clustering numbered it) instead of clustering; '' clears it. "
                    "Names are kept in the database and carried to the matching cluster by later runs.")
 @click.option("--show", is_flag=True, help="Show the stored clustering instead of clustering again.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"clusters": [{"id","name","size","faces": [{"image","box","face_id"}]}], "noise": [...]}.')
-def command(db_path, min_size, sheets_dir, naming, show, as_json):
+@json_option('instead of tables: {"clusters": [{"id","name","size","faces": [{"image","box","face_id"}]}], '
+             '"noise": [...]}.')
+@csv_option("instead of tables: cluster,name,image,face_id,x,y,w,h, one row per face (cluster 0: in none).")
+def command(db_path, min_size, sheets_dir, naming, show, as_json, as_csv):
     """Group the faces indexed in --db by person, with scikit-learn's HDBSCAN on the embeddings (unit vectors,
     so Euclidean distance ranks as cosine distance does). Clusters are numbered 1, 2, ... by size, largest first,
     and saved in the database (faces.cluster, table clusters). Needs scikit-learn: pip install 'facerun[cluster]'.
@@ -33,6 +35,7 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
     from ..people.index import FaceIndex
     from ..people.storage import reported
 
+    one_output(as_json, as_csv)
     if naming and show:
         raise InputError("--name and --show do not go together")
     with reported(db_path, "write"), FaceIndex(db_path, create=False) as index:  # a full or read-only disk: one line
@@ -55,8 +58,21 @@ def command(db_path, min_size, sheets_dir, naming, show, as_json):
         err.print(f"wrote {plural(len(written), 'contact sheet')} to {sheets_dir}", markup=False)
     if as_json:
         click.echo(json_dumps(result.to_dict(), indent=2))
+    elif as_csv:
+        print_csv(["cluster", "name", "image", "face_id", "x", "y", "w", "h"],
+                  ([cid, name, str(face["image"]), face["face_id"], *box_cells(face["box"])]
+                   for cid, name, face in _face_rows(result.to_dict())))
     elif not naming:
         _print(result)
+
+
+def _face_rows(data: dict):
+    """(cluster id, its name, face) for every face of the clusters, then the noise's as cluster 0."""
+    for c in data["clusters"]:
+        for face in c["faces"]:
+            yield c["id"], c["name"] or "", face
+    for face in data["noise"]:
+        yield 0, "", face
 
 
 def _print(result) -> None:

@@ -11,6 +11,7 @@ from ..errors import ImageError
 from ..zoo.known import KNOWN
 from .common import err, json_dumps, out
 from .embed import embedder_options, make_detector, make_embedder
+from .options import json_option
 from .types import FiniteRange
 
 
@@ -44,9 +45,8 @@ Replicas have random weights, so no threshold means anything for them; the verdi
 @click.argument("b", type=click.Path(path_type=Path))
 @embedder_options
 @click.option("--threshold", type=FiniteRange(-1, 1), default=None,
-              help="Cosine at or above which the faces count as one person. Default: the model's.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"a","b","model","cosine","threshold","same"} as one JSON object.')
+              help="The cosine threshold: at or above it the faces count as one person. Default: the model's.")
+@json_option('instead of lines: {"a","b","model","cosine","threshold","same"}, one object.')
 def command(a, b, model, device, detector_model, input_size, mean, std, bgr, threshold, as_json):
     from ..face.embed import cosine, largest, same_person
     from ..face.images import load_image

@@ -25,6 +25,17 @@ from .common import (
     progress_bar,
     short_paths,
 )
+from .options import (
+    DETECTOR_DETAIL,
+    box_cells,
+    csv_option,
+    detector_option,
+    device_option,
+    json_option,
+    one_output,
+    print_csv,
+    size_option,
+)
 from .types import FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
@@ -33,15 +44,11 @@ DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP",
 def detector_options(function):
     """The options every command that runs the detector shares (detect, evaluate)."""
     options = [
-        click.option("--model", default=None, metavar="PATH|NAME",
-                     help="Detector .onnx file or known model name: yunet-2023mar, yunet-2022mar, scrfd-500m, "
-                          "retinaface-mnet025, ultraface-rfb320, blazeface-front128, yolov5n-0.5-face; the family "
-                          "(YuNet, SCRFD, RetinaFace, UltraFace, BlazeFace, YOLOv5-face) is told from the graph. "
-                          "Default: yunet-2023mar, looked up in --models, $FACERUN_MODELS, the cache folder, then "
-                          "the copy shipped with facerun."),
+        detector_option("model", old=("--model",),
+                        detail=DETECTOR_DETAIL + " Looked up in --models, $FACERUN_MODELS, the cache folder, then the "
+                                                 "copy shipped with facerun."),
         models_dir_option(),
-        click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-                     help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
+        device_option(),
         click.option("--runtime", type=click.Choice(["facerun", "onnxruntime"]), default="facerun",
                      show_default=True,
                      help="onnxruntime: run the network with onnxruntime on the CPU (the reference oracle, needs "
@@ -53,9 +60,9 @@ def detector_options(function):
         click.option("--nms", type=FiniteRange(0, 1), default=None,
                      help="Drop a face overlapping a better one by more than this IoU. Default: the family's own "
                           "(YuNet 0.3, SCRFD 0.4, RetinaFace 0.4, UltraFace 0.3, BlazeFace 0.3, YOLOv5-face 0.5)."),
-        click.option("--input-size", default=None, metavar="WxH",
-                     help="Network input for a file that leaves it free (SCRFD: 640x640 by default, as insightface "
-                          "runs it); the photo is fitted into it. Files fixed at one size take only that."),
+        size_option("input_size", old=("--input-size",),
+                    detail="for a file that leaves it free (SCRFD: 640x640 by default, as insightface "
+                           "runs it); the photo is fitted into it. Files fixed at one size take only that."),
         click.option("--top-k", type=int, default=5000, show_default=True,
                      help="Candidates kept before NMS (0 or less: all)."),
         click.option("--max-side", type=click.IntRange(min=0), default=DEFAULT_MAX_SIDE, show_default=True,
@@ -72,13 +79,14 @@ def detector_options(function):
 
 def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun", input_size=None) -> Detector:
     return Detector(model=model, device=device, score=score, nms=nms, top_k=top_k, max_side=max_side,
-                    runtime=runtime, input_size=parse_size(input_size, "--input-size"))
+                    runtime=runtime, input_size=parse_size(input_size, "--size"))
 
 
 @click.command("detect")
 @click.argument("images", nargs=-1, required=True, type=click.Path(path_type=Path))
 @detector_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array (an object per image) instead of tables.")
+@json_option("instead of tables: one array, an object per image.")
+@csv_option("instead of tables: image,face,score,x,y,w,h, one row per face (none for a photo without).")
 @click.option("--draw", "draw_to", type=click.Path(path_type=Path), metavar="OUT",
               help="Write annotated copies: to the file OUT for one image, else into the folder OUT (as PNG).")
 @click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
@@ -90,8 +98,8 @@ def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun",
                    "at least twice the size YuNet shrinks it to (--max-side) is decoded scaled down by 1/2 to 1/8 in "
                    "the decoder, never below that size: a camera photo decodes in a fraction of the time, and its "
                    "faces move by a fraction of a pixel.")
-def command(images, model, device, runtime, score, nms, input_size, top_k, max_side, as_json, draw_to, processes,
-            full_decode):
+def command(images, model, device, runtime, score, nms, input_size, top_k, max_side, as_json, as_csv, draw_to,
+            processes, full_decode):
     """Find faces in IMAGE files or folders (searched recursively for .jpg .jpeg .png .webp .bmp).
 
     For each face: the score, the box (x y = top-left corner, w h) and the family's landmarks, in the original
@@ -103,6 +111,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     from ..face.images import iter_images, load_image
     from ..face.library import iter_photo_faces
 
+    one_output(as_json, as_csv)
     paths = iter_images(images)
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
@@ -115,7 +124,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
         from ..face.processes import iter_photo_faces_in_processes
 
         options = {"model": str(detector.model_path), "device": device, "score": score, "nms": nms, "top_k": top_k,
-                   "max_side": max_side, "runtime": runtime, "input_size": parse_size(input_size, "--input-size")}
+                   "max_side": max_side, "runtime": runtime, "input_size": parse_size(input_size, "--size")}
         photos = iter_photo_faces_in_processes(paths, options, processes, draft=not full_decode)
     else:
         photos = iter_photo_faces(paths, detector, keep_images=draw_target is not None, draft=not full_decode)
@@ -126,7 +135,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     drawn = 0
     root, names = short_paths(paths)
     label = dict(zip((str(p) for p in paths), names))
-    if root and not as_json and len(paths) > 1:
+    if root and not (as_json or as_csv) and len(paths) > 1:
         out.print(f"photos under {root}", markup=False, highlight=False)
     progress = progress_bar() if len(paths) > 1 else None
     # with the bar live on a terminal, tables go through the bar's console so they print above it
@@ -153,7 +162,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
                     _write_drawing(photo.image, photo.faces, _draw_path(draw_target, photo.path, used_names))
                     photo.image = None
                     drawn += 1
-                if as_json:
+                if as_json or as_csv:
                     results.append(result)
                 else:
                     shown = label.get(result["image"], result["image"]) if len(paths) > 1 else result["image"]
@@ -166,6 +175,10 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
 
     if as_json:
         click.echo(json_dumps(results, indent=2))
+    elif as_csv:
+        print_csv(["image", "face", "score", "x", "y", "w", "h"],
+                  ([r["image"], i, f"{face['score']:.4f}", *box_cells(face["box"])]
+                   for r in results for i, face in enumerate(r["faces"], 1)))
     if draw_target is not None:
         what = f"{plural(drawn, 'drawing')} into {draw_target}{os.sep}" if draw_target.is_dir() else \
             f"the drawing to {draw_target}" if drawn else f"no drawing to {draw_target}"

@@ -26,6 +26,17 @@ from .common import (
     short_paths,
 )
 from .engine import embed_on_ray, engine_options, local_processes, photo_faces_in_processes, ray_settings
+from .options import (
+    box_cells,
+    csv_option,
+    detector_option,
+    device_option,
+    embedder_option,
+    json_option,
+    one_output,
+    print_csv,
+    size_option,
+)
 
 OUT_KINDS = (".npy", ".jsonl")
 
@@ -33,20 +44,12 @@ OUT_KINDS = (".npy", ".jsonl")
 def embedder_options(function):
     """Options shared by `embed` and `compare`: the embedder, its pre-processing, the detector and the device."""
     options = [
-        click.option("--model", default=None, metavar="NAME|PATH",
-                     help="Embedder: a known model (sface-2021dec, auraface-v1, mobilefacenet), a replica "
-                          "(sface-arch, auraface-arch, and -small variants) or an .onnx file. Default: the first of "
-                          "sface-2021dec, auraface-v1, mobilefacenet found in --models, $FACERUN_MODELS or the "
-                          "cache folder, else the shipped mobilefacenet."),
+        embedder_option(),
         models_dir_option(),
-        click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-                     help="auto: the GPU when one is usable, else the CPU; gpu: fail if there is no GPU."),
-        click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
-                     help="Detector used to find and align the faces: any family with five landmarks "
-                          "(yunet-2023mar, yunet-2022mar, scrfd-500m, retinaface-mnet025, yolov5n-0.5-face, or a "
-                          "file of those families). Default: yunet-2023mar."),
-        click.option("--input-size", default=None, metavar="WxH",
-                     help="Pre-processing of an embedder facerun does not know: its input size, e.g. 112x112."),
+        device_option(),
+        detector_option(),
+        size_option("input_size", old=("--input-size",),
+                    detail="the embedder's, for one facerun does not know (e.g. 112x112)."),
         click.option("--mean", default=None, metavar="M|R,G,B",
                      help="... its mean on the 0..255 scale (one value or one per channel), e.g. 127.5."),
         click.option("--std", default=None, metavar="S|R,G,B",
@@ -86,11 +89,12 @@ def make_detector(detector_model, device):
 @click.option("--out", "out_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Write the vectors: x.npy (N x dim float32, plus the index x.jsonl beside it: image, box, score, "
                    "model, row) or x.jsonl (one face per line, the embedding included).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the faces and their embeddings as one JSON array (with --engine ray: the run's summary).")
+@json_option("instead of tables: the faces and their embeddings, one array (with --engine ray: the run's "
+             "summary).")
+@csv_option("instead of the faces' table: image,face,score,x,y,w,h, one row per face (the vectors: --out).")
 @engine_options
 def command(images, model, device, detector_model, input_size, mean, std, bgr, batch, all_faces, precision, out_path,
-            as_json, engine, ray_address, workers, gpus_per_worker, processes):
+            as_json, as_csv, engine, ray_address, workers, gpus_per_worker, processes):
     """Embed the faces in IMAGE files or folders (folders are searched recursively for images).
 
     Each image's largest face (or, with --all-faces, every face) is found by the detector, aligned to the ArcFace
@@ -107,12 +111,15 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
 
     models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
               "std": std, "bgr": bgr}
+    one_output(as_json, as_csv)
     local_processes(engine, processes)
     if precision != "f32" and (engine != "local" or device == "cpu"):
         raise InputError(f"--precision {precision} is for the local GPU (--device auto or gpu, --engine local)")
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=all_faces,
                             models=models)
     if settings is not None:
+        if as_csv:
+            raise InputError("--csv is for --engine local (with --engine ray the faces go to --out, a Parquet folder)")
         embed_on_ray(images, settings, out_path, as_json)
         return
     outputs = _plan_outputs(out_path) if out_path is not None else None
@@ -163,9 +170,12 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
         written = _write(outputs, records, embedder)
     if as_json:
         click.echo(json_dumps([r.to_dict(model=embedder.name) for r in records], indent=2))
+    elif as_csv:
+        print_csv(["image", "face", "score", "x", "y", "w", "h"],
+                  ([r.image, face, f"{r.score:.4f}", *box_cells(r.box)] for r, face in _numbered(records)))
     elif outputs is None:
         out.print(_faces_table(records))
-    summary_console = err if as_json else out
+    summary_console = err if as_json or as_csv else out
     summary_console.print(_summary(timing, len(paths), len(faceless), len(failed), embedder, detector, batch))
     if written:
         summary_console.print("wrote " + " and ".join(str(p) for p in written), markup=False)
@@ -207,6 +217,14 @@ def _write(outputs: list[Path], records, embedder) -> list[Path]:
     else:
         writers = [jsonl_writer([r.to_dict(model=model) for r in records])]
     return write_together(list(zip(outputs, writers)), error=FacerunError)
+
+
+def _numbered(records):
+    """(record, its face's number within its photo, from 1)."""
+    count: dict[str, int] = {}
+    for r in records:
+        count[r.image] = count.get(r.image, 0) + 1
+        yield r, count[r.image]
 
 
 def _faces_table(records) -> Table | Text:

@@ -10,7 +10,7 @@ import click
 
 from ..errors import FacerunError, InputError
 from .common import Interrupted, err, error_line, finish, json_dumps, out, plural, progress_bar
-from .types import FiniteRange
+from .options import actors_option, gpus_per_actor_option, option
 
 ENGINES = ("local", "ray")
 
@@ -20,31 +20,27 @@ def engine_options(function):
     options = [
         click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
                      help="local: this process (decoding on threads); ray: a Ray cluster (Ray Data: decoding on CPU "
-                          "tasks, an actor per worker holding the models). Needs pip install 'facerun[ray]'."),
+                          "tasks, --actors actors holding the models). Needs pip install 'facerun[ray]'."),
         click.option("--ray-address", default=None, metavar="ADDR",
                      help="The Ray cluster to join (e.g. 10.0.0.1:6379 or ray://host:10001; `auto` finds a local "
                           "`ray start`). Default: start a local Ray instance on this machine's cores."),
-        click.option("--workers", type=click.IntRange(min=1), default=None,
-                     help="Ray actors holding a detector and an embedder. Default: one per GPU share "
-                          "(cluster GPUs / --gpus-per-worker), else 1."),
-        click.option("--gpus-per-worker", type=FiniteRange(min=0), default=0.0, show_default=True,
-                     help="GPUs Ray gives each actor (0.5: two actors share one); each actor then uses the wgpu "
-                          "adapter of its GPU, falling back to the CPU with the reason when it cannot."),
-        click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="local engine: detect and align over N processes, each with its own Python, device queue "
-                          "and check of the GPU (one process is bound by Python's GIL); the faces are embedded "
-                          "here, --batch at a time in photo order, as with one. Each process takes seconds to "
-                          "start: this pays on libraries of a few hundred photos and more."),
+        actors_option(),
+        gpus_per_actor_option(),
+        option("--processes", "processes", type=click.IntRange(min=1), default=1, show_default=True,
+               detail="(local engine): they detect and align, each with its own Python, device queue and check of "
+                      "the GPU (one process is bound by Python's GIL); the faces are embedded here, --batch at a "
+                      "time in photo order, as with one. Each process takes seconds to start: this pays on "
+                      "libraries of a few hundred photos and more."),
     ]
-    for option in reversed(options):
-        function = option(function)
+    for decorate in reversed(options):
+        function = decorate(function)
     return function
 
 
 def local_processes(engine: str, processes: int) -> int:
     """--processes, refused beside --engine ray (Ray has its own workers)."""
     if processes > 1 and engine == "ray":
-        raise InputError("--processes applies to --engine local (Ray's workers are --workers)")
+        raise InputError("--processes applies to --engine local (Ray's are --actors)")
     return processes
 
 
@@ -65,8 +61,8 @@ def photo_faces_in_processes(processes: int, detector, device: str):
 def ray_settings(engine, ray_address, workers, gpus_per_worker, *, batch, all_faces, models):
     """The RaySettings of the options, or None for the local engine (which refuses the Ray-only options)."""
     if engine != "ray":
-        given = [name for name, value in (("--ray-address", ray_address), ("--workers", workers),
-                                           ("--gpus-per-worker", gpus_per_worker or None)) if value is not None]
+        given = [name for name, value in (("--ray-address", ray_address), ("--actors", workers),
+                                           ("--gpus-per-actor", gpus_per_worker or None)) if value is not None]
         if given:
             raise InputError(f"{given[0]} applies to --engine ray")
         return None

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..errors import ImageError
 from .common import json_dumps, out, progress_bar
 from .detect import detector_options, make_detector
+from .options import json_option
 
 
 @click.command("evaluate")
@@ -20,7 +21,7 @@ from .detect import detector_options, make_detector
 @click.option("--images", "images_dir", required=True, type=click.Path(path_type=Path),
               help="Folder the image names in the ground truth are relative to (WIDER's images/).")
 @detector_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@json_option("instead of tables: the result, one object.")
 def command(gt_file, images_dir, model, device, runtime, score, nms, input_size, top_k, max_side, as_json):
     """Run the detector on every image of a WIDER FACE ground-truth file and score it.
 

@@ -15,6 +15,7 @@ from ..fsnames import shown
 from .common import err, error_line, finish, fmt_box, json_dumps, out, path_column, plural, progress_bar, short_paths
 from .embed import embedder_options, make_detector
 from .index import embedder_for
+from .options import batch_option, csv_option, json_option
 from .types import FiniteRange
 
 
@@ -28,10 +29,11 @@ from .types import FiniteRange
                    "changed known photos; without --known, the gallery is used as stored.")
 @embedder_options
 @click.option("--threshold", type=FiniteRange(-1, 1), default=None,
-              help="Cosine below which a face is 'unknown'. Default: the model's (see `facerun compare --help`).")
-@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True, help="Faces per network call.")
-@click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","name","cosine"}], one per face.')
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV: image,name,cosine,x,y,w,h, one row per face.")
+              help="The cosine threshold: below it a face is 'unknown'. Default: the model's (see `facerun compare "
+                   "--help`).")
+@batch_option(16, "faces.")
+@json_option('instead of tables: [{"image","box","name","cosine"}], one per face.')
+@csv_option("instead of tables: image,name,cosine,x,y,w,h, one row per face.")
 def command(photos, known_dir, known_db, model, device, detector_model, input_size, mean, std, bgr, threshold,
             batch, as_json, as_csv):
     """Name every face in the PHOTOS (files or folders) after the best-matching known person, or 'unknown'.

@@ -11,6 +11,7 @@ from ..people.index import LOST_REFUSE_MIN
 from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
 from .engine import engine_options, local_processes, photo_faces_in_processes, ray_settings
+from .options import batch_option, json_option
 from .types import FiniteRange
 
 
@@ -28,8 +29,7 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The face database (SQLite), made if missing.")
 @embedder_options
-@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Faces per network call (on the GPU: one submission per batch).")
+@batch_option(16, "faces (on the GPU: one submission per batch).")
 @click.option("--commit-every", type=click.IntRange(min=1), default=16, show_default=True,
               help="Photos per transaction: a killed run loses at most these, never part of a photo.")
 @click.option("--wait", type=FiniteRange(min=0), default=0.0, show_default=True,
@@ -46,11 +46,11 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
                    '{"db", "missing": [{"image", "missing_since", "faces", "sha256"}]}.')
 @click.option("--keep-missing", is_flag=True, hidden=True,
               help="Kept for old scripts: photos not found are always kept (marked missing) unless --prune.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"added","changed","unchanged","missing","back","removed","removed_faces","failed",'
-                   '"faces","seconds","photos_per_s","links_followed","skipped","skipped_paths","db","model",'
-                   '"photos_total","faces_total","photos_missing","faces_missing"} (with --engine ray also '
-                   '"engine","devices").')
+@json_option("instead of the summary: "
+             '{"added","changed","unchanged","missing","back","removed","removed_faces","failed",'
+             '"faces","seconds","photos_per_s","links_followed","skipped","skipped_paths","db","model",'
+             '"photos_total","faces_total","photos_missing","faces_missing"} (with --engine ray also '
+             '"engine","devices").')
 @engine_options
 def command(photos, db_path, model, device, detector_model, input_size, mean, std, bgr, batch, commit_every, wait,
             prune, allow_missing, list_missing, keep_missing, as_json, engine, ray_address, workers,

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from .. import program as P
 from .common import fmt_bytes, fmt_count, input_shape, models_dir_option, out, parse_size, print_json
+from .options import batch_option, json_option, size_option
 
 
 def _notes(st: P.Step) -> str:
@@ -58,9 +59,9 @@ def _describe_card(card) -> str:
 @click.command("inspect")
 @click.argument("model")
 @models_dir_option()
-@click.option("--size", help="Input width x height for image models, e.g. 640x480 (default: the file's own size).")
-@click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 4096), help="Batch size to compile for.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@size_option(detail="an image model's, e.g. 640x480 (default: the file's own size).")
+@batch_option(1, "the batch size to compile for.", type=click.IntRange(1, 4096))
+@json_option()
 @click.option("--all-folded", is_flag=True, help="List every folded node, not only counts.")
 def command(model, size, batch, as_json, all_folded):
     """Show the step program MODEL compiles to: each step's op, output shape and multiply-adds, and the totals

@@ -11,6 +11,7 @@ from ..errors import ModelError
 from ..zoo import find
 from ..zoo.known import KNOWN, by_name
 from .common import err, error_line, fmt_bytes, json_dumps, models_dir_option, out, progress_bar
+from .options import json_option
 from .types import FiniteRange
 
 
@@ -113,7 +114,7 @@ def _print_inventory(report: dict) -> None:
 
 @click.command(name="list")
 @models_dir_option(expose=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@json_option()
 @click.pass_context
 def list_command(ctx, models_dir, as_json):
     """Show the search folders and every known model: present or missing, where, and whether its sha256 is right."""
@@ -139,7 +140,7 @@ def _verdict(found) -> tuple[str, str | None]:
 
 @click.command(name="verify")
 @models_dir_option(expose=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("instead of a table.")
 @click.pass_context
 def verify_command(ctx, models_dir, as_json):
     """Recompute the sha256 of every .onnx file in the search folders and identify it.
@@ -225,7 +226,7 @@ def path_command():
 
 @click.command(name="cache")
 @click.option("--clear", is_flag=True, help="Remove the replica files (they are built again when next used).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("instead of lines.")
 def cache_command(clear, as_json):
     """Where the built-in replicas are cached and how much room they take (auraface-arch alone is 260 MB)."""
     from ..zoo import replicas
@@ -247,7 +248,7 @@ def cache_command(clear, as_json):
 
 @click.group(name="models", invoke_without_command=True)
 @models_dir_option(expose=True)
-@click.option("--json", "as_json", is_flag=True, help="With no subcommand: print the list as JSON.")
+@json_option("instead of tables: the list (with no subcommand).")
 @click.pass_context
 def command(ctx, models_dir, as_json):
     """Model files: where facerun looks, which known models are present, checking and downloading them.

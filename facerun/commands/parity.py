@@ -18,22 +18,21 @@ from .common import (
     print_json,
     sample_input,
 )
+from .options import batch_option, device_option, json_option, size_option
 
 
 @click.command("parity")
 @click.argument("model")
 @models_dir_option()
-@click.option("--size", help="Input width x height for image models, e.g. 640x480.")
-@click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 1024),
-              help="Inputs per run: the batch dimension of the seeded input.")
-@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
-              help="The path under test: the CPU interpreter, or the WGSL device path.")
+@size_option(detail="an image model's, e.g. 640x480 (default: the file's own size).")
+@batch_option(1, "the batch dimension of the seeded input.", type=click.IntRange(1, 1024))
+@device_option(("cpu", "gpu"), "cpu", "The path under test: the CPU interpreter, or the WGSL device path.")
 @click.option("--against", type=click.Choice(["onnxruntime", "cpu"]), default=None,
               help="The reference (default: onnxruntime for --device cpu, the CPU interpreter for --device gpu).")
 @click.option("--steps", is_flag=True, help="Also find the first step whose value departs beyond tolerance.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the random input.")
 @allow_software_option(hidden=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("instead of lines.")
 def command(model, size, batch, device, against, steps, seed, allow_software, as_json):
     """Compare facerun's output for MODEL with a reference on a seeded random input: per output the max abs diff,
     the max relative diff (over the reference's largest magnitude) and the cosine. An output agrees when its max abs

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from .common import err, fmt_box, json_dumps, models_dir_option, out, path_column, plural, short_paths
+from .options import box_cells, csv_option, detector_option, device_option, json_option, one_output, print_csv
 from .types import FiniteRange
 
 
@@ -18,21 +19,22 @@ from .types import FiniteRange
               help="The face database made by `facerun index`.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Photos to list.")
 @click.option("--threshold", type=FiniteRange(-1, 1), default=None,
-              help="Leave out photos below this cosine (default: list the --top best whatever their cosine).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-              help="Where the query's face is detected and embedded. auto: the GPU when one is usable, else the "
-                   "CPU; gpu: fail if there is no GPU.")
-@click.option("--detector", "detector_model", default=None, metavar="NAME|PATH",
-              help="Detector for the query's face. Default: yunet-2023mar.")
+              help="The cosine threshold: photos below it are left out (default: list the --top best whatever "
+                   "their cosine).")
+@device_option(detail="the query's face is detected and embedded there. auto: the GPU when one is usable, else "
+                     "the CPU; gpu: fail if there is no GPU.")
+@detector_option(detail="It finds the query's face. Default: yunet-2023mar.")
 @models_dir_option()
-@click.option("--json", "as_json", is_flag=True, help='Print [{"image","box","cosine","face_id"}], best first.')
-def command(query, db_path, top, threshold, device, detector_model, as_json):
+@json_option('instead of a table: [{"image","box","cosine","face_id"}], best first.')
+@csv_option("instead of a table: rank,cosine,image,face_id,x,y,w,h, one row per photo, best first.")
+def command(query, db_path, top, threshold, device, detector_model, as_json, as_csv):
     """List the photos in --db showing the person of QUERY's largest face, best match first (one row per photo:
     its best-matching face). The query is embedded with the database's own model."""
     from ..people.index import FaceIndex
     from ..people.search import search_index
     from .embed import make_detector
 
+    one_output(as_json, as_csv)
     if not query.is_file():
         raise InputError(f"{query}: no such file")
     with FaceIndex(db_path, create=False) as index:
@@ -43,6 +45,11 @@ def command(query, db_path, top, threshold, device, detector_model, as_json):
         matches = [m for m in matches if m.cosine >= threshold]
     if as_json:
         click.echo(json_dumps([m.to_dict() for m in matches], indent=2))
+        return
+    if as_csv:
+        print_csv(["rank", "cosine", "image", "face_id", "x", "y", "w", "h"],
+                  ([rank, f"{m.cosine:.6f}", str(m.image), m.face_id, *box_cells(m.box)]
+                   for rank, m in enumerate(matches, start=1)))
         return
     err.print(f"{query}: {plural(len(matches), 'photo')} ({embedder.name}, threshold {embedder.threshold})",
               markup=False)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from .common import models_dir_option, print_json
+from .common import input_shape, models_dir_option, parse_size, print_json
+from .options import batch_option, json_option, size_option
 
 
 def parse_shape(text: str | None) -> tuple[int, ...] | None:
@@ -25,17 +26,19 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 @click.command("tune")
 @click.argument("model")
 @models_dir_option()
-@click.option("--shape", help="Input shape, e.g. 16,3,112,112 (default: the model's, batch 1).")
+@size_option(detail="an image model's, e.g. 640x480 (default: the file's own size).")
+@batch_option(1, "the batch dimension of the input.", type=click.IntRange(1, 4096))
+@click.option("--shape", hidden=True)  # the old spelling: the whole input shape, e.g. 16,3,112,112
 @click.option("--repeat", default=20, show_default=True, type=click.IntRange(1, 10000),
-              help="Passes per timed submission.")
+              help="Timed runs: passes per timed submission.")
 @click.option("--all-tiles", is_flag=True, help="Time every tile of the plan's table too (and the plan without split).")
 @click.option("--tiles", default="", help="Tile specs to time too, comma-separated (e.g. 128x128/8x8/u4).")
 @click.option("--no-convs", is_flag=True, help="Only the whole program.")
 @click.option("--winograd", type=click.Choice(["auto", "on", "off", "f2", "f4"]), default="auto", show_default=True,
               help="The whole program's 3x3 stride-1 convolutions: Winograd where the plan finds it faster, wherever "
                    "it applies, never, or wherever it applies in the form F(2x2, 3x3) (f2) or F(4x4, 3x3) (f4).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json):
+@json_option("instead of lines: the report.")
+def command(model, size, batch, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json):
     """Time MODEL's program on the GPU: for each distinct convolution the planned kernel's time and rate, a 3x3 at
     stride 1 every way (im2col, Winograd F(2x2, 3x3) and F(4x4, 3x3)), and with --all-tiles or --tiles those of
     other tiles (for a 3x3 at stride 1, also as the tile of Winograd's products in either form); then the whole
@@ -52,8 +55,10 @@ def command(model, shape, repeat, all_tiles, tiles, no_convs, winograd, as_json)
             Tile.parse(spec)
         except PlanError as e:
             raise InputError(f"--tiles: {e}") from None
+    if shape and (size or batch != 1):
+        raise InputError("--shape is the old spelling of --size and --batch: give one or the other")
     net = load(model)
-    shape = parse_shape(shape) or net.default_shape(1)
+    shape = parse_shape(shape) or input_shape(net, parse_size(size), batch)
     prog = net.program(shape)
     extra = (list(TILES) if all_tiles else []) + [t for t in tiles.split(",") if t]
     force = {"on": {"force_winograd": True}, "off": {"force_winograd": False}, "f2": {"force_winograd": 2},

@@ -91,15 +91,15 @@ def _plan_workers(ray, settings: RaySettings) -> int:
     workers = settings.workers
     if settings.gpus_per_worker > 0:
         if gpus < settings.gpus_per_worker:
-            raise InputError(f"--gpus-per-worker {settings.gpus_per_worker:g}: the Ray cluster has {gpus:g} GPUs")
+            raise InputError(f"--gpus-per-actor {settings.gpus_per_worker:g}: the Ray cluster has {gpus:g} GPUs")
         if workers is None:
             workers = max(1, int(gpus / settings.gpus_per_worker + 1e-9))
         elif workers * settings.gpus_per_worker > gpus + 1e-9:
-            raise InputError(f"--workers {workers} x --gpus-per-worker {settings.gpus_per_worker:g} needs "
+            raise InputError(f"--actors {workers} x --gpus-per-actor {settings.gpus_per_worker:g} needs "
                              f"{workers * settings.gpus_per_worker:g} GPUs; the Ray cluster has {gpus:g}")
     workers = 1 if workers is None else workers
     if workers + DECODE_CPUS > cpus:
-        raise InputError(f"--workers {workers}: each actor takes a CPU and decoding needs some more; the Ray cluster "
+        raise InputError(f"--actors {workers}: each actor takes a CPU and decoding needs some more; the Ray cluster "
                          f"has {cpus:g}")
     return workers
 
