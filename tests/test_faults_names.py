@@ -163,3 +163,90 @@ def test_a_photo_that_vanishes_between_listing_and_decode(tmp_path, monkeypatch)
     r = index(folder, db, "--json", "--allow-missing")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["unchanged"] == 2
+
+
+def test_the_ray_engine_refuses_a_name_that_is_not_utf8_before_starting(tmp_path):
+    from facerun.errors import InputError
+    from facerun.face.ray_engine import dataset
+
+    photos_with_odd_names(tmp_path / "photos")
+    with pytest.raises(InputError, match=r"caf\\xe9\.jpg: a file name that is not UTF-8, which the Ray engine"):
+        dataset([tmp_path / "photos"], ray=None, limits={})
+
+
+def _drop_file_powers() -> None:
+    """Drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: root then meets file permissions as any user does, and still
+    reads the interpreter's own files (root owns them)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    for word in data[:1]:
+        word.effective &= ~0b110  # bits 1 and 2
+        word.permitted &= ~0b110
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _without_file_powers(function, *args) -> tuple[int, str, str]:
+    """function(*args) -> CliRunner result, run in a forked child that gave up root's power over file permissions;
+    (exit code, stdout, stderr)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 99
+        try:
+            os.close(read)
+            _drop_file_powers()
+            result = function(*args)
+            crash = "" if result.exception is None or isinstance(result.exception, SystemExit) else \
+                f"{type(result.exception).__name__}: {result.exception}"
+            os.write(write, json.dumps([result.exit_code, result.stdout, result.stderr + crash]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    if not data:
+        pytest.fail("the child without file powers failed before reporting")
+    return tuple(json.loads(data))
+
+
+def test_a_folder_without_read_permission(tmp_path):
+    """As a user would meet them (root reads every folder, so the test gives up that power): an unreadable subfolder
+    is skipped and said, the rest indexed; an unreadable photo is one error line."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("needs root on Linux, to give up its power over file permissions for the test (CI runs as root)")
+    need_real_data()
+    from people_fixtures import copy_photos
+
+    library = tmp_path / "library"
+    copy_photos(library / "open", SMALL_PHOTOS[:1])
+    copy_photos(library / "closed", SMALL_PHOTOS[1:2])
+    secret = library / "open" / SMALL_PHOTOS[2].replace("/", "-")
+    secret.write_bytes((FACES / SMALL_PHOTOS[2]).read_bytes())
+    (library / "closed").chmod(0o000)
+    secret.chmod(0o000)
+    try:
+        code, out, err = _without_file_powers(index, library, tmp_path / "faces.db", "--json", "--allow-missing")
+    finally:
+        (library / "closed").chmod(0o755)
+        secret.chmod(0o644)
+    assert code == 1 and out, (out, err)
+    assert "internal error" not in err and "Traceback" not in err, err
+    report = json.loads(out)
+    assert report["added"] == 1 and len(report["failed"]) == 1 and secret.name in report["failed"][0]["error"]
+    assert report["skipped"]["unreadable_folders"] == 1
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        f"error: {report['failed'][0]['error']}"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import fsnames
 from ..errors import FacerunError, ImageError, InputError
 
 # half a core per decoding task: reads wait on storage, and resources unlike the actors' keep Ray from fusing the
@@ -176,6 +177,10 @@ def dataset(sources: Iterable, ray, limits: dict) -> tuple[object, int | None]:
     sources = list(sources)
     uris = [str(s) for s in sources if is_uri(s)]
     local = [str(p) for p in iter_images([s for s in sources if not is_uri(s)])]
+    odd = next((p for p in local if not fsnames.is_utf8(p)), None)
+    if odd is not None:  # refused before Ray starts: Arrow, which carries the rows, holds UTF-8 text only
+        raise InputError(f"{fsnames.shown(odd)}: a file name that is not UTF-8, which the Ray engine cannot carry; "
+                         "rename it, or run without --engine ray (the local engine indexes it)")
     parts, count = [], len(local)
     if local:
         items = [{"image": path} for path in local]
