@@ -19,7 +19,7 @@ from ..io import check_output_file, write_bytes
 FORMATS = {".png": "png", ".svg": "svg"}
 INSTALL = "pip install 'facerun[plot]'"
 WIDE = 10.0  # a value axis spanning more than this factor is drawn on a log scale
-PNG_DPI = 110  # with the sizes below, a chart of 20 rows stays well under 150 KB
+PNG_DPI = 100  # with the sizes below, a chart of 20 rows stays well under 150 KB
 
 # one colour per kind of path: facerun's CPU, facerun's GPU, and each peer
 COLOURS = (("torch", "#2ca02c"), ("onnxruntime-webgpu", "#9467bd"), ("onnxruntime", "#ff7f0e"),
@@ -129,7 +129,8 @@ def models_figure(data: dict):
         lows = [_spread(r)[1] for r in timed] or [1.0]
         highs = [_spread(r)[2] for r in timed] or [1.0]
         _log_if_wide(ax, "x", min(lows), max(highs))
-        right = max(highs) * (4.0 if ax.get_xscale() == "log" else 1.6)
+        # room right of the slowest row for its label: about as wide again as the data on a log scale
+        right = max(highs) * ((max(highs) / min(lows)) ** 0.4 * 2.5 if ax.get_xscale() == "log" else 1.7)
         left = min(lows) / 2 if ax.get_xscale() == "log" else 0
         ax.set_xlim(left, right)
         for y, r in enumerate(rows):
@@ -154,11 +155,36 @@ def models_figure(data: dict):
         ax.set_ylim(len(rows) - 0.5, -0.5)
         kind = rows[0].get("kind") or ""
         ax.set_title(f"{model} {size}" + (f" ({kind})" if kind else ""), fontsize=9.5, loc="left")
-        ax.set_xlabel("ms per face (dot: median; bar: p10–p90)", fontsize=8)
+        ax.set_xlabel("ms per face (dot: median; bar: p10–p90; left is faster)", fontsize=8)
+        if ax.get_xscale() == "log":
+            from matplotlib.ticker import FuncFormatter, NullFormatter
+
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.tick_params(axis="x", labelsize=7.5)
-        ax.grid(axis="x", alpha=0.3, which="both")
+        ax.grid(axis="x", alpha=0.3)
     fig.suptitle(_run_title(data), fontsize=9, x=0.01, ha="left")
+    _legend(fig, [r["path"] for r in data["rows"]], any(r.get("ok") is False for r in data["rows"]))
     return fig
+
+
+KINDS = (("cpu", "facerun CPU"), ("gpu", "facerun GPU"), ("onnxruntime", "onnxruntime CPU"),
+         ("onnxruntime-webgpu", "onnxruntime WebGPU"), ("torch", "torch CUDA"))
+
+
+def _legend(fig, paths: list[str], failures: bool) -> None:
+    """What the colours mean, for the kinds of path drawn (and the parity cross where a row failed)."""
+    from matplotlib.lines import Line2D
+
+    kinds = []
+    for prefix, name in KINDS:
+        colour = _colour(prefix)
+        if any(_colour(p) == colour for p in paths) and all(c != colour for c, _ in kinds):
+            kinds.append((colour, name))
+    handles = [Line2D([], [], color=c, marker="o", lw=3, alpha=0.8, label=name) for c, name in kinds]
+    if failures:
+        handles.append(Line2D([], [], color=FAIL, marker="X", ms=8, lw=0, label="parity fails"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
 
 
 def _run_title(data: dict) -> str:
@@ -242,7 +268,8 @@ def compare_figure(rows: list[dict], name_a: str, name_b: str):
         words = "within noise" if r.get("within_noise") else \
             f"{f:.2f}x {'faster' if s > 1 else 'slower'}" if f < 2 else f"{f:.1f}x {'faster' if s > 1 else 'slower'}"
         if failed:
-            words += f" · parity ✗ in {'A' if r.get('a_ok') is False else ''}{'B' if r.get('b_ok') is False else ''}"
+            which = [name for name, ok in (("A", r.get("a_ok")), ("B", r.get("b_ok"))) if ok is False]
+            words += f" · parity ✗ in {' and '.join(which)}"
         ax.text(max(hi, s), y, "  " + words, va="center", fontsize=7.5, color=FAIL if failed else "#333333")
     labels = [f"{r['model']} {r['size']} {r['path']}" + (f" (×{r['batch']})" if int(r["batch"]) > 1 else "")
               for r in shown]

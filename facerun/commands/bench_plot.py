@@ -14,7 +14,7 @@ from .common import err
 @click.command("plot", short_help="Chart a saved run, or two saved runs compared.")
 @click.argument("files", nargs=-1, required=True, metavar="SAVED.json [B.json]", type=click.Path(path_type=Path))
 @click.option("--out", "-o", "target", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              metavar="FILE.png|.svg", help="Where to write the chart (its suffix picks the format).")
+              metavar="FILE.png|.svg", help="The file to write: the chart (its suffix picks the format).")
 def command(files, target):
     """Draw the chart of a saved run without running it again: a `bench models --save` file gives the models chart
     (ms per face per path, p10–p90, parity failures marked), a `bench photos --json` file the photos/s chart, and
