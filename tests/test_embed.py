@@ -250,7 +250,7 @@ def test_unknown_embedder_is_refused_with_how_to_describe_it(tmp_path):
     with pytest.raises(ModelError) as refused:
         Embedder(str(path), device="cpu")
     message = str(refused.value)
-    assert "tiny.onnx" in message and "--input-size 112x112 --mean 127.5 --std 127.5" in message
+    assert "tiny.onnx" in message and "--size 112x112 --mean 127.5 --std 127.5" in message
     assert str(tmp_path / "tiny.json") in message and "\n" not in message
     with pytest.raises(ModelError, match="--std"):
         Embedder(str(path), device="cpu", mean=127.5)  # half a description is still refused

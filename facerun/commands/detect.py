@@ -33,6 +33,7 @@ from .options import (
     device_option,
     json_option,
     one_output,
+    option,
     print_csv,
     size_option,
 )
@@ -72,8 +73,8 @@ def detector_options(function):
                           "than ~500 px) is missed at full size. The other families resize every photo into their "
                           "network's input. Results are always in the original photo's pixels."),
     ]
-    for option in reversed(options):
-        function = option(function)
+    for decorate in reversed(options):
+        function = decorate(function)
     return function
 
 
@@ -89,10 +90,10 @@ def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun",
 @csv_option("instead of tables: image,face,score,x,y,w,h, one row per face (none for a photo without).")
 @click.option("--draw", "draw_to", type=click.Path(path_type=Path), metavar="OUT",
               help="Write annotated copies: to the file OUT for one image, else into the folder OUT (as PNG).")
-@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Share the photos out over N processes, each with its own Python, device queue and check of the "
-                   "GPU: one process is bound by Python's GIL at about 100 photos/s on a fast GPU. Each process "
-                   "takes seconds to start, so this pays on libraries of a few hundred photos and more.")
+@option("--processes", "processes", type=click.IntRange(min=1), default=1, show_default=True,
+        detail="(N), each with its own Python, device queue and check of the GPU: one process is bound by "
+               "Python's GIL at about 100 photos/s on a fast GPU. Each process takes seconds to start, so this "
+               "pays on libraries of a few hundred photos and more.")
 @click.option("--full-decode", is_flag=True,
               help="Decode every JPEG at full size. By default, when only the faces are wanted (no --draw), a JPEG "
                    "at least twice the size YuNet shrinks it to (--max-side) is decoded scaled down by 1/2 to 1/8 in "

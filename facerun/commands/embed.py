@@ -27,6 +27,7 @@ from .common import (
 )
 from .engine import embed_on_ray, engine_options, local_processes, photo_faces_in_processes, ray_settings
 from .options import (
+    batch_option,
     box_cells,
     csv_option,
     detector_option,
@@ -80,15 +81,14 @@ def make_detector(detector_model, device):
 @click.command("embed")
 @click.argument("images", nargs=-1, required=True, type=click.Path())  # str: a URI keeps its "//"
 @embedder_options
-@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Faces per network call (on the GPU: one submission per batch).")
+@batch_option(16, "faces (on the GPU: one submission per batch).")
 @click.option("--all-faces", is_flag=True, help="Embed every face found, not only the largest of each image.")
 @click.option("--precision", type=click.Choice(["f32", "f16"]), default="f32", show_default=True,
               help="f16: the GPU stores Winograd's planes (the 3x3 layers of IResNets such as AuraFace) as half "
                    "floats, sums in float32; used only after its check against the CPU (cosine 0.9995).")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), metavar="FILE",
-              help="Write the vectors: x.npy (N x dim float32, plus the index x.jsonl beside it: image, box, score, "
-                   "model, row) or x.jsonl (one face per line, the embedding included).")
+              help="The file to write: the vectors, x.npy (N x dim float32, plus the index x.jsonl beside it: "
+                   "image, box, score, model, row) or x.jsonl (one face per line, the embedding included).")
 @json_option("instead of tables: the faces and their embeddings, one array (with --engine ray: the run's "
              "summary).")
 @csv_option("instead of the faces' table: image,face,score,x,y,w,h, one row per face (the vectors: --out).")

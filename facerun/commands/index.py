@@ -70,7 +70,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     summary; the photos indexed under an unreadable folder are left as they are.
 
     Writes go in one transaction per --commit-every photos, so an interrupted run (even kill -9) leaves every photo
-    fully indexed or not at all; run it again to finish. One embedder per database: the first run's --model
+    fully indexed or not at all; run it again to finish. One embedder per database: the first run's --embedder
     (default: the first of sface-2021dec, auraface-v1, mobilefacenet found) is used by later runs and a different
     one is refused. Unreadable files are reported, the rest go on, and the exit status is 1.
 

@@ -117,7 +117,7 @@ OPTIONS: dict[str, Meaning] = {
     "--deadline": _m("Time allowed for the whole download"),
     "--clear": _m("Remove the replica files", flag=True),
     # output
-    "--out": _m("Write the vectors", "FILE"),
+    "--out": _m("The file to write:"),
     "--json": _m("Print JSON", flag=True),
     "--csv": _m("Print CSV", flag=True),
 }

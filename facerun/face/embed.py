@@ -147,7 +147,7 @@ class Embedder:
     def _check_is_embedder(self, card) -> None:
         if card.source in ("known", "replica") and card.kind != "embedder":
             what = "a face detector" if card.kind == "detector" else "a test graph"
-            raise ModelError(f"{self.name} is {what}, not an embedder; pass an embedder with --model "
+            raise ModelError(f"{self.name} is {what}, not an embedder; pass an embedder with --embedder "
                              f"({', '.join(DEFAULT_EMBEDDERS)})")
         shape = self.net.input_shape
         if len(shape) != 4 or shape[1] not in (None, 3):
@@ -332,7 +332,7 @@ def default_embedder(models_dir=None) -> Path:
             continue
     where = ", ".join(str(d) for d in find.search_dirs(models_dir))
     raise ModelError(f"no face embedder found (looked for {', '.join(DEFAULT_EMBEDDERS)} in {where}); "
-                     f"pass --model PATH|NAME, or get one with `facerun models fetch sface-2021dec`")
+                     f"pass --embedder NAME|PATH, or get one with `facerun models fetch sface-2021dec`")
 
 
 def _load_net(card, device: str, precision: str = "f32", workload: Workload | None = None):

@@ -171,7 +171,7 @@ class FaceIndex:
         if stored.get("model_sha256") != sha or int(stored.get("dim", -1)) != embedder.dim:
             raise ModelError(f"{self.path} holds {stored['model']} embeddings ({stored.get('dim')}-d); this run uses "
                              f"{embedder.name} ({embedder.dim}-d): embeddings of two models cannot be mixed, use "
-                             f"another database or --model {stored['model']}")
+                             f"another database or --embedder {stored['model']}")
 
     def stored_model(self) -> str | None:
         """The model argument that reopens this database's embedder: its file path when that still exists."""

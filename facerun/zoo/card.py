@@ -37,7 +37,7 @@ UNKNOWN = "unknown"  # a card not yet recognised by its graph (see Net.card)
 ARCFACE_STYLE = "arcface-style"
 
 DEFAULT_DETECTOR = "yunet-2023mar"
-DESCRIBE_HINT = "--input-size 112x112 --mean 127.5 --std 127.5 [--bgr]"
+DESCRIBE_HINT = "--size 112x112 --mean 127.5 --std 127.5 [--bgr]"
 SIDECAR_KEYS = {"input_size", "mean", "std", "bgr", "rgb", "threshold", "name", "notes"}
 # an image model with a fixed input no larger than this and one 2-D output is taken for an embedder
 EMBEDDER_MAX_SIDE = 256
@@ -324,7 +324,7 @@ def embedder_card(card: ModelCard, given: dict, declared_size: tuple[int, int] |
         source = "given"
     merged = {**base, **given}
     if merged["input_size"] is None:
-        raise ModelError(f"{card.path.name} has no fixed input size; pass it with --input-size WxH")
+        raise ModelError(f"{card.path.name} has no fixed input size; pass it with --size WxH")
     pre = checked_preprocess(Preprocess(parse_input_size(merged["input_size"]), triple(merged["mean"], "mean"),
                                         triple(merged["std"], "std"), bool(merged["bgr"])))
     return dataclasses.replace(card, kind="embedder", source=source, preprocess=pre,
