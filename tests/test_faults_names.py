@@ -158,7 +158,7 @@ def test_a_photo_that_vanishes_between_listing_and_decode(tmp_path, monkeypatch)
     assert r.exit_code == 1, r.output
     report = json.loads(r.stdout)
     assert report["added"] == 2 and len(report["failed"]) == 1 and "internal error" not in r.output
-    assert photos[1].name in report["failed"][0]["error"]
+    assert report["failed"][0]["error"] == f"{photos[1]}: no such file"
     monkeypatch.setattr(index_module.FaceIndex, "_plan", plan)
     r = index(folder, db, "--json", "--allow-missing")
     assert r.exit_code == 0, r.output
@@ -247,6 +247,7 @@ def test_a_folder_without_read_permission(tmp_path):
     assert "internal error" not in err and "Traceback" not in err, err
     report = json.loads(out)
     assert report["added"] == 1 and len(report["failed"]) == 1 and secret.name in report["failed"][0]["error"]
-    assert report["skipped"]["unreadable_folders"] == 1
+    assert "Permission denied" in report["failed"][0]["error"]
+    assert report["skipped"]["unreadable_folders"] == 1 and "(unreadable folder)" in err
     assert [line for line in err.splitlines() if line.startswith("error:")] == [
         f"error: {report['failed'][0]['error']}"]
