@@ -61,7 +61,41 @@ def run(n: int, dim: int, new: int) -> dict:
     inc_s = time.perf_counter() - t
     row.update({"new": new, "index_build_s": round(add_s, 1), "incremental_s": round(inc_s, 1),
                 **{f"inc_{k}": v for k, v in scores(truth, inc).items()}, "peak_mb": round(_status("VmHWM"))})
+    row.update(search_figures(index, data, truth))
     return row
+
+
+def search_figures(index, data, truth, queries: int = 300) -> dict:
+    """Save, reopen (timed), and search the reopened index one query at a time against brute force."""
+    import tempfile
+
+    from facerun.people.vectors import VectorIndex, exact_search
+
+    rng = np.random.default_rng(3)
+    probe = data[rng.choice(len(data), queries, replace=False)]
+    probe = probe + 0.05 * rng.standard_normal(probe.shape, np.float32)
+    probe /= np.linalg.norm(probe, axis=1, keepdims=True)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as folder:
+        db = os.path.join(folder, "faces.db")
+        t = time.perf_counter()
+        index.save(generation=1, path=db)
+        save_s = time.perf_counter() - t
+        t = time.perf_counter()
+        opened, note = VectorIndex.open(db, len(index), 1, "", data.shape[1], lambda: None)
+        open_s = time.perf_counter() - t
+        assert note is None, note
+        times, found = [], []
+        for q in probe:
+            t = time.perf_counter()
+            found.append(opened.search(q, 10)[0])
+            times.append((time.perf_counter() - t) * 1000)
+        want = index.ids[exact_search(data, probe, 10)[0]]
+        recall = np.mean([len(set(f.tolist()) & set(w.tolist())) / 10 for f, w in zip(found, want)])
+        size_mb = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)) / 2**20
+    return {"kind": opened.kind, "save_s": round(save_s, 1), "open_s": round(open_s, 2),
+            "search_p50_ms": round(float(np.median(times)), 3),
+            "search_p99_ms": round(float(np.percentile(times, 99)), 3),
+            "recall10": round(float(recall), 4), "files_mb": round(size_mb)}
 
 
 def main(argv=None) -> int:
@@ -82,6 +116,8 @@ def main(argv=None) -> int:
     print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f} at the end")
     print(table(rows, ["n", "dim", "full_s", "full_purity", "full_ari", "full_noise", "new", "index_build_s",
                        "incremental_s", "inc_purity", "inc_ari", "inc_noise", "peak_mb"]))
+    print(table(rows, ["n", "dim", "kind", "save_s", "open_s", "search_p50_ms", "search_p99_ms", "recall10",
+                       "files_mb"]))
     return 0
 
 

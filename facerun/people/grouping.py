@@ -68,19 +68,23 @@ def index_neighbours(vectors: np.ndarray) -> Neighbours:
 
     if len(vectors) < GRAPH_ANN_MIN or not have_faiss():
         return exact_neighbours(vectors)
+    from .vectors import GRAPH_PROBES
+
     index = VectorIndex(np.arange(len(vectors)), vectors, ann=True, ann_min=GRAPH_ANN_MIN)
-    return lambda queries, k: index.search(np.atleast_2d(queries), k)
+    probes = index.probes(GRAPH_PROBES)
+    return lambda queries, k: index.search(np.atleast_2d(queries), k, nprobe=probes)
 
 
-def neighbours_of(index, ids: np.ndarray) -> Neighbours:
+def neighbours_of(index, ids: np.ndarray, nprobe: int | None = None) -> Neighbours:
     """Neighbours through a facerun VectorIndex that holds (at least) the faces `ids`, as rows into `ids`; a
-    neighbour outside `ids` comes back as row -1 (cosine -inf)."""
+    neighbour outside `ids` comes back as row -1 (cosine -inf). nprobe: the index's search default unless given
+    (`index.probes(GRAPH_PROBES)` for a graph over every face)."""
     ids = np.asarray(ids, np.int64)
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
 
     def search(queries, k):
-        found, cosines = index.search(np.atleast_2d(queries), k)
+        found, cosines = index.search(np.atleast_2d(queries), k, nprobe=nprobe)
         pos = np.clip(np.searchsorted(sorted_ids, found), 0, max(0, len(ids) - 1))
         hit = (sorted_ids[pos] == found) & (found >= 0) if len(ids) else np.zeros(found.shape, bool)
         rows = np.where(hit, order[pos] if len(ids) else -1, -1)

@@ -37,7 +37,12 @@ FORMAT = 1
 # retrain on each update; an IVF probe is faster per query at every size (0.03 ms at 10k) but costs 0.7-3 s to
 # build at 10k-50k (benchmarks/vector_index.py --crossover, docs/bench/vector-index-2core.txt)
 ANN_MIN = 50_000
-NPROBE = 16  # cells probed per query: recall@10 >= 0.99 at 1M synthetic identities (the benchmark's choice)
+# cells probed per query, as a share of the cells: recall@10 >= 0.99 against brute force needed 16 of 1,264 cells at
+# 100k faces and 256 of 4,000 at 1M (128-d synthetic identities, docs/bench/vector-index-2core.txt): 1/16, at least 16
+SEARCH_PROBES = 16
+# for a k-NN graph to cluster, far fewer: a person's faces are each other's nearest by a wide margin, so missing
+# some of the 10 nearest rarely cuts a person (benchmarks/grouping.py measures the groups against the truth)
+GRAPH_PROBES = 128
 RETRAIN_GROWTH = 4  # rebuild the cells when the index holds this many times the faces they were trained on
 KINDS = ("exact", "faiss-ivf")
 
@@ -156,9 +161,10 @@ class VectorIndex:
         return dropped
 
     # ------------------------------------------------------------------------------------------------ reads
-    def search(self, queries, k: int = 10, nprobe: int = NPROBE) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, queries, k: int = 10, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(face ids, cosines) of the k nearest faces of each query, best first: 1-d results for one 1-d query,
-        len(queries) x k' (k' = min(k, faces)) for a 2-d batch."""
+        len(queries) x k' (k' = min(k, faces)) for a 2-d batch. nprobe: IVF cells to look in (default: a 16th of
+        them, at least 16; `probes(GRAPH_PROBES)` for a clustering graph)."""
         if k < 1:
             raise InputError(f"k must be 1 or more, not {k}")
         q = np.asarray(queries, np.float32)
@@ -171,11 +177,18 @@ class VectorIndex:
             rows, cosines = exact_search(self.vectors, q, kk)
             found = self.ids[rows]
         else:
-            self._ann.nprobe = nprobe
+            self._ann.nprobe = nprobe if nprobe is not None else self.probes()
             _threads(len(q))
             cosines, found = self._ann.search(q, kk)
             found = found.astype(np.int64)
         return (found[0], cosines[0]) if single else (found, cosines)
+
+    def probes(self, share: int = SEARCH_PROBES) -> int:
+        """IVF cells probed when 1/share of them are: at least 16 (all when there are fewer)."""
+        if self._ann is None:
+            return 0
+        cells = self._ann.nlist
+        return min(cells, max(16, cells // share))
 
     def rows(self, ids) -> np.ndarray:
         """Row of each face id in .ids / .vectors (-1 where not held)."""
@@ -342,8 +355,7 @@ def _train_ivf(ids: np.ndarray, vectors: np.ndarray):
     index.train(sample)
     for s in range(0, n, 200_000):  # in slices: no full contiguous copy of a memory-mapped array
         index.add_with_ids(np.ascontiguousarray(vectors[s : s + 200_000]), np.ascontiguousarray(ids[s : s + 200_000]))
-    index.nprobe = NPROBE
     return index
 
 
-__all__ = ["ANN_MIN", "NPROBE", "VectorIndex", "exact_search", "have_faiss", "header_of"]
+__all__ = ["ANN_MIN", "GRAPH_PROBES", "SEARCH_PROBES", "VectorIndex", "exact_search", "have_faiss", "header_of"]
