@@ -390,3 +390,49 @@ def test_the_photo_path_runs_yunet_from_a_photos_bytes(gpu):
     assert photo["ok"] is True and photo["median_ms"] > 0 and photo["max_abs_vs_cpu"] < 1e-3
     other = next(r for (m, p), r in rows.items() if p == "gpu-photo" and m != "yunet-2023mar")
     assert other["median_ms"] is None and "YuNet" in other["note"]
+
+
+# ------------------------------------------------------------------------------------- rows read one way only
+
+
+def test_rows_say_how_many_times_faster_or_slower_than_the_cpu(capsys):
+    from facerun.commands.bench_models import print_result
+
+    saved = bench.load_result(Path(__file__).resolve().parent.parent / "docs" / "bench" / "h200-models.json")
+    rows = [bench.Row(**r) for r in saved["rows"]]
+    print_result(bench.BenchResult(saved["machine"], saved["device"], saved["settings"], rows, saved["created"]))
+    lines = {(ln.split()[0], ln.split()[2]): ln for ln in capsys.readouterr().out.splitlines()
+             if len(ln.split()) > 3 and ln.split()[0] in {r.model for r in rows}}
+    slower = next(r for r in rows if r.speedup_vs_cpu and r.speedup_vs_cpu < 1)  # mobilefacenet's gpu-per-conv
+    faster = next(r for r in rows if r.speedup_vs_cpu and r.speedup_vs_cpu > 2)
+    assert f"{1 / slower.speedup_vs_cpu:.2f}x slower than cpu" in lines[(slower.model, slower.path)]
+    assert f"{faster.speedup_vs_cpu:.1f}x faster than cpu" in lines[(faster.model, faster.path)]
+    assert "reference" in lines[(slower.model, "cpu")]
+    # a run saved before the tolerance was kept still names the one its path is held to
+    detector_gpu = next(r for r in rows if r.kind == "detector" and r.path == "gpu")
+    assert "(tolerance 1e-03 of range)" in lines[(detector_gpu.model, "gpu")]
+
+
+def test_parity_shows_the_tolerance_it_held_each_row_to(fake_gpu, tmp_path):
+    saved = tmp_path / "run.json"
+
+    def gpu_row(model, size, *args):
+        """The gpu row of one run: as saved, and its line of the table."""
+        res = invoke(model, "--repeat", "1", "--warmup", "0", "--paths", "cpu,gpu", "--save", str(saved), *args)
+        line = next(ln for ln in res.stdout.splitlines() if ln.split()[:3] == [model, size, "gpu"])
+        return json.loads(saved.read_text())["rows"][1], line
+
+    fake_gpu.wrong = {"gpu"}
+    row, line = gpu_row("yunet-arch", "64x64", "--sizes", "64x64")
+    assert row["tolerance"] == bench.GPU_TOLERANCE and row["min_cosine"] is None
+    assert row["ok"] is False and row["scaled_diff_vs_cpu"] > row["tolerance"]
+    assert f"{row['scaled_diff_vs_cpu']:.1e} > 1e-03 ✗ FAIL" in line
+    fake_gpu.scale = 1e-6
+    row, line = gpu_row("yunet-arch", "64x64", "--sizes", "64x64")
+    assert row["ok"] is True and 0 < row["scaled_diff_vs_cpu"] <= row["tolerance"]
+    assert f"ok {row['scaled_diff_vs_cpu']:.1e} ≤ 1e-03" in line
+
+    fake_gpu.wrong = set()
+    row, line = gpu_row(SMALL, "112x112")
+    assert row["min_cosine"] == bench.MIN_COSINE and row["tolerance"] is None and row["scaled_diff_vs_cpu"] is None
+    assert f"ok cos {row['cosine_vs_cpu']:.6f} ≥ 0.9999" in line
