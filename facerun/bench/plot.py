@@ -28,6 +28,10 @@ FAIL = "#d62728"
 FASTER, SLOWER, NOISE = "#2ca02c", "#d62728", "#9a9a9a"
 
 
+def _clip(text: str, room: int = 100) -> str:
+    return text if len(text) <= room else text[:room - 1].rstrip() + "…"
+
+
 def _colour(path: str) -> str:
     return next((c for prefix, c in COLOURS if path.startswith(prefix)), "#444444")
 
@@ -136,7 +140,7 @@ def models_figure(data: dict):
         for y, r in enumerate(rows):
             if not r.get("per_face_ms"):
                 why = "failed" if r.get("ok") is False else "skipped"
-                ax.text(0.01, y, f"{why}: {(r.get('note') or '')[:70]}", transform=ax.get_yaxis_transform(),
+                ax.text(0.01, y, f"{why}: {_clip(r.get('note') or '')}", transform=ax.get_yaxis_transform(),
                         va="center", fontsize=7.5, color=FAIL if why == "failed" else "#777777", style="italic")
                 continue
             med, lo, hi = _spread(r)
@@ -157,8 +161,9 @@ def models_figure(data: dict):
         ax.set_title(f"{model} {size}" + (f" ({kind})" if kind else ""), fontsize=9.5, loc="left")
         ax.set_xlabel("ms per face (dot: median; bar: p10–p90; left is faster)", fontsize=8)
         if ax.get_xscale() == "log":
-            from matplotlib.ticker import FuncFormatter, NullFormatter
+            from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 1-2-5: never one lone tick
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.tick_params(axis="x", labelsize=7.5)
@@ -212,7 +217,7 @@ def photos_figure(data: dict):
     for y, r in enumerate(rows):
         rate = r.get("photos_per_s")
         if not rate or (r.get("skipped") and not r.get("photos")):
-            ax.text(top * 0.01, y, f"skipped: {(r.get('skipped') or '')[:70]}", va="center", fontsize=7.5,
+            ax.text(top * 0.01, y, f"skipped: {_clip(r.get('skipped') or '')}", va="center", fontsize=7.5,
                     color="#777777", style="italic")
             continue
         embed = r["path"].endswith("+embed")
