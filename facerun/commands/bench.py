@@ -40,8 +40,8 @@ def command():
     """Benchmarks: models path by path (CPU, GPU, peers) with their parity, the library run over a folder of photos,
     brute-force search, two saved runs compared, and charts (--plot FILE.png|.svg, or `bench plot SAVED.json`).
 
-    A bare `facerun bench [MODEL ...] [OPTIONS]` runs `bench models`. Each subcommand's --help says more; each takes
-    --json."""
+    A bare `facerun bench [MODEL ...] [OPTIONS]` runs `bench models`. Each subcommand's --help says more; each but
+    `plot` takes --json."""
 
 
 command.add_command(bench_models.command)
