@@ -91,16 +91,23 @@ def test_odd_names_are_shown_escaped_in_search_identify_and_cluster(tmp_path):
 
 
 def test_odd_names_in_error_lines_are_escaped(tmp_path):
+    """In a real process (stderr writes a lone surrogate as \\udcff): the error line shows the byte as \\xff."""
+    import subprocess
+
+    need_real_data()
     folder = tmp_path / "photos"
     folder.mkdir()
     with open(os.path.join(os.fsencode(folder), b"bro\xffken.jpg"), "wb") as f:
         f.write(b"\xff\xd8 not a jpeg at all")
     (folder / "ok.jpg").write_bytes((FACES / SMALL_PHOTOS[1]).read_bytes())
-    need_real_data()
-    r = index(folder, tmp_path / "faces.db")
-    assert r.exit_code == 1
-    lines = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "bro\\xffken.jpg" in lines[0], r.stderr
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "facerun.cli", "index", str(folder), "--db", str(tmp_path / "f.db"),
+                           "--model", str(MOBILEFACENET), "--detector", str(YUNET), "--device", "cpu"],
+                          env={**os.environ, "PYTHONPATH": str(root), "FACERUN_GPU": "off"}, capture_output=True,
+                          timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.decode("utf-8").splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "bro\\xffken.jpg" in lines[0], done.stderr
 
 
 def test_to_sql_keeps_utf8_names_as_text():
