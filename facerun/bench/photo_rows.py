@@ -74,7 +74,8 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
     one photo after another (the loop facerun ran before the pipeline)."""
     from ..face.detect import Detector
     from ..face.embed import Embedder
-    from ..face.library import LibraryStats, iter_photo_faces
+    from ..face.engines import run
+    from ..face.library import LibraryOptions, LibraryStats
 
     photos, detector_model, batch = job.photos, job.detector_model, job.batch
     row = PhotoRow(name + ("+embed" if embed_model is not None else ""), workers=0 if serial else job.workers)
@@ -84,11 +85,11 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
         return row
     detector, embedder = models
     row.device = detector.device
+    options = LibraryOptions(batch=batch, workers=row.workers, engine="serial" if serial else "threads")
     before = counters.snapshot()
     stats = LibraryStats()  # the clock starts here: models loaded, the device created
     with _garbage_collection() as collected:
-        for photo in iter_photo_faces(photos, detector, embedder, batch=batch, all_faces=True, stats=stats,
-                                      workers=row.workers):
+        for photo in run(photos, detector, embedder, options, stats=stats):
             row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
     paid = counters.since(before)
     paid["garbage_collection_s"] = collected[0]
@@ -133,8 +134,8 @@ def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> Ph
     (imports, device, check) is in every figure; the checks and programs are theirs, summed."""
     from ..face.detect import _card
     from ..face.embed import Embedder
-    from ..face.library import LibraryStats
-    from ..face.processes import iter_photo_faces_in_processes
+    from ..face.engines import run
+    from ..face.library import LibraryOptions, LibraryStats
 
     photos, detector_model, batch, processes = job.photos, job.detector_model, job.batch, job.processes
     row = PhotoRow(name + ("+embed" if embed_model is not None else ""), processes=processes)
@@ -146,8 +147,8 @@ def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> Ph
     stats = LibraryStats()
     devices = set()
     try:
-        for photo in iter_photo_faces_in_processes(photos, options, processes, embedder=embedder, batch=batch,
-                                                   all_faces=True, stats=stats):
+        for photo in run(photos, options, embedder, LibraryOptions(batch=batch, engine="processes",
+                                                                   processes=processes), stats=stats):
             row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
             if photo.device:
                 devices.add(photo.device)

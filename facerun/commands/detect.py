@@ -109,8 +109,9 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     none for UltraFace.
     A file that cannot be read is reported and skipped; the exit status is then 1. No face is not an error.
     """
+    from ..face.engines import run
     from ..face.images import iter_images, load_image
-    from ..face.library import iter_photo_faces
+    from ..face.library import LibraryOptions
 
     one_output(as_json, as_csv)
     paths = iter_images(images)
@@ -121,14 +122,13 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     # with processes, this one only names the family and checks the options: the network runs in them
     detector = make_detector(model, "cpu" if processes > 1 else device, score, nms, top_k, max_side, runtime,
                              input_size)
-    if processes > 1:
-        from ..face.processes import iter_photo_faces_in_processes
-
-        options = {"model": str(detector.model_path), "device": device, "score": score, "nms": nms, "top_k": top_k,
-                   "max_side": max_side, "runtime": runtime, "input_size": parse_size(input_size, "--size")}
-        photos = iter_photo_faces_in_processes(paths, options, processes, draft=not full_decode)
-    else:
-        photos = iter_photo_faces(paths, detector, keep_images=draw_target is not None, draft=not full_decode)
+    options = LibraryOptions(keep_images=draw_target is not None, draft=not full_decode)
+    if processes > 1:  # each process makes its detector of these arguments; a drawing decodes its photo again here
+        arguments = {"model": str(detector.model_path), "device": device, "score": score, "nms": nms, "top_k": top_k,
+                     "max_side": max_side, "runtime": runtime, "input_size": parse_size(input_size, "--size")}
+        options = LibraryOptions(draft=not full_decode, engine="processes", processes=processes,
+                                 detector_args=arguments)
+    photos = run(paths, detector, None, options)
 
     failed = False
     results = []

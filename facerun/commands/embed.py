@@ -25,7 +25,7 @@ from .common import (
     progress_bar,
     short_paths,
 )
-from .engine import embed_on_ray, engine_options, local_processes, photo_faces_in_processes, ray_settings
+from .engine import embed_on_ray, engine_options, local_options, local_processes, ray_settings
 from .options import (
     batch_option,
     box_cells,
@@ -106,8 +106,9 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     (x.parquet): one row per face, plus one per photo without a face or unreadable (the `error` column).
     """
     from ..face.embed import FaceEmbedding, Timing
+    from ..face.engines import run
     from ..face.images import iter_images
-    from ..face.library import LibraryStats, iter_photo_faces
+    from ..face.library import LibraryStats
 
     models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
               "std": std, "bgr": bgr}
@@ -129,7 +130,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     processes = min(processes, len(paths))
     embedder = make_embedder(model, device, input_size, mean, std, bgr, precision=precision)
     detector = make_detector(detector_model, "cpu" if processes > 1 else device)  # processes make their own
-    run = photo_faces_in_processes(processes, detector, device) if processes > 1 else iter_photo_faces
+    options = local_options(processes, detector, device, batch=batch, all_faces=all_faces)
 
     if embedder.note:
         err.print(f"note: {embedder.note}", markup=False)
@@ -144,7 +145,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
         records = []
         # the library run: decoding on worker threads, faces batched across photos for the embedder
         stats = LibraryStats()
-        for photo in run(paths, detector, embedder, batch=batch, all_faces=all_faces, stats=stats):
+        for photo in run(paths, detector, embedder, options, stats=stats):
             label = str(photo.path)
             if photo.error is not None:
                 failed.append(label)

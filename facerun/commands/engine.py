@@ -44,18 +44,15 @@ def local_processes(engine: str, processes: int) -> int:
     return processes
 
 
-def photo_faces_in_processes(processes: int, detector, device: str):
-    """The library run over `processes` processes, as FaceIndex.update's photo_faces and embed's loop call it: each
-    process makes the detector the one here names (that one loads on the CPU, to name and check it)."""
-    from ..face.processes import iter_photo_faces_in_processes
+def local_options(processes: int, detector, device: str, **options):
+    """The library run's LibraryOptions for --engine local: this process's threads, or `processes` processes that
+    each make the detector the one here names (that one loads on the CPU, to name and check it) on `device`."""
+    from ..face.library import LibraryOptions
 
-    options = {"model": str(detector.model_path), "device": device, "for_alignment": True}
-
-    def run(paths, _detector, embedder, batch=16, all_faces=True, stats=None):  # the processes make their own
-        return iter_photo_faces_in_processes(paths, options, processes, embedder=embedder, batch=batch,
-                                             all_faces=all_faces, stats=stats)
-
-    return run
+    if processes <= 1:
+        return LibraryOptions(**options)
+    arguments = {"model": str(detector.model_path), "device": device, "for_alignment": True}
+    return LibraryOptions(engine="processes", processes=processes, detector_args=arguments, **options)
 
 
 def ray_settings(engine, ray_address, workers, gpus_per_worker, *, batch, all_faces, models):

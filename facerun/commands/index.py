@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ import click
 from ..people.index import LOST_REFUSE_MIN
 from .common import err, error_line, finish, json_dumps, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
-from .engine import engine_options, local_processes, photo_faces_in_processes, ray_settings
+from .engine import engine_options, local_options, local_processes, ray_settings
 from .options import batch_option, json_option
 from .types import FiniteRange
 
@@ -77,6 +78,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     With --engine ray the photos are detected and embedded on a Ray cluster (or a local Ray instance) and their rows
     merge into the database here, as a plain run's would.
     """
+    from ..face.library import LibraryStats
     from ..people.index import FaceIndex
     from ..people.storage import removed_if_new, reported
 
@@ -98,18 +100,14 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         embedder = embedder_for(index.stored_model(), model, here, input_size, mean, std, bgr)
         index.check_embedder(embedder)  # before the detector loads: a wrong model fails at once
         detector = make_detector(detector_model, here if processes == 1 else "cpu")  # processes make their own
-        photo_faces, devices = None, set()
-        if processes > 1:
-            photo_faces = photo_faces_in_processes(processes, detector, device)
+        options = local_options(processes, detector, device, batch=batch)
         if settings is not None:
-            from ..face.ray_engine import iter_photo_faces_ray
-
             settings.models = {**settings.models, "model": model if model is not None else index.stored_model(),
                                "detector": detector_model, "device": device, "input_size": input_size,
                                "mean": mean, "std": std, "bgr": bgr, "sha256": getattr(embedder.net, "sha256", None)}
-
-            def photo_faces(paths, detector, embedder, **_):
-                return iter_photo_faces_ray(paths, settings, devices)
+            options = replace(options, engine="ray", ray=settings)
+        stats = LibraryStats()
+        devices = stats.devices  # where the Ray actors ran
         bar = progress_bar() if err.is_terminal else None
         task = None
 
@@ -123,10 +121,10 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
                 bar.advance(task)
 
         with bar if bar is not None else contextlib.nullcontext():
-            report = index.update(photos, embedder=embedder, detector=detector, batch=batch,
+            report = index.update(photos, embedder=embedder, detector=detector, options=options,
                                   commit_every=commit_every, wait=wait, prune=prune,
                                   allow_missing=allow_missing,
-                                  progress=on_photo, on_plan=on_plan, photo_faces=photo_faces)
+                                  progress=on_photo, on_plan=on_plan, stats=stats)
         totals = index.counts()
     for _, error in report.failed:
         error_line(error)

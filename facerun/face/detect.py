@@ -13,6 +13,7 @@ from ..runner import Workload
 from . import families, yunet
 from .faces import Face, rescaled
 from .images import load_image
+from .photo_detector import PhotoDetector
 
 # YuNet draws boxes as exp(size) * stride around its anchors, and it was trained on 640x640 crops, so a face much
 # taller than ~500 px is scored poorly or split in two (a 3061x4600 portrait finds nothing at full size). Shrinking
@@ -43,7 +44,7 @@ class Prepared:
     bucket: tuple | None = None  # the larger input the GPU may run it in, masked to `shape` (PHOTO_BUCKET)
 
 
-class Detector:
+class Detector(PhotoDetector):
     """A face detector of any family facerun knows (YuNet, SCRFD, RetinaFace, UltraFace, BlazeFace, YOLOv5-face),
     with that family's own pre-processing and decoding; the family is recognised from the file's graph.
 
@@ -118,8 +119,9 @@ class Detector:
                 rgb = rgb[:, :, ::-1]
         return self.faces_from(self.run_network(self.prepare(rgb)))
 
-    # The three stages of `detect`, apart so a library run can overlap them (decode and prepare on worker threads,
-    # the network on the device, faces_from on another thread) and still give exactly what `detect` gives.
+    # The stages of `detect` (photo_detector.PhotoDetector), apart so a library run can overlap them (decode and
+    # prepare on worker threads, the network on the device, faces_from on another thread) and still give exactly
+    # what `detect` gives.
     def prepare(self, rgb: np.ndarray, shrunk: np.ndarray | None = None,
                 photo_size: tuple[int, int] | None = None) -> Prepared:
         """Shrink to max_side (YuNet) and lay out the network's input: CPU work, no model.

@@ -5,6 +5,10 @@ calling thread (the device works on one photo while the CPU decodes the next one
 face alignment run on a post-processing thread, and faces are embedded `batch` at a time across photos. Queues are
 bounded, so memory stays flat on any number of photos. `iter_photo_faces_serial` is the same work one photo after
 another (the reference the pipelined run must equal, and the baseline of `facerun bench --photos`).
+
+How a run goes is one `LibraryOptions` value; these two loops are the "threads" and "serial" engines of
+face/engines.py's `run`, beside the processes (face/processes.py) and Ray (face/ray_engine.py) ones. The detector is
+used through face/photo_detector.py's `PhotoDetector` (a plain one, with only `detect`, through its adapter).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +26,7 @@ import numpy as np
 
 from ..errors import ImageError, InputError
 from .images import load_photo, load_photo_shrunk
+from .photo_detector import PhotoDetector, photo_detector
 
 STAGES = ("decode", "compile", "detect", "post", "align", "embed")
 
@@ -46,9 +51,40 @@ class PhotoFaces:
         return self.error is None
 
 
+@dataclass(frozen=True)
+class LibraryOptions:
+    """How one library run goes, handed whole from the commands down to the loops (face/engines.py `run`).
+
+    batch: faces per embedding call, across photos. all_faces: every face, else each photo's largest.
+    workers: decoding threads (None: default_workers(); per process with the processes engine); 0 with the threads
+    engine runs serially. keep_images: each result keeps its decoded photo (`image`; threads and serial only).
+    draft: without an embedder and kept images, large JPEGs decode scaled down (see iter_photo_faces).
+    engine: "threads" (pipelined), "serial", "processes" or "ray" (face/engines.py ENGINES).
+    processes: the processes engine's count; detector_args: the facerun.face.detect.Detector keyword arguments each
+    process makes its own from (else the detector given to `run` must be those arguments).
+    ray: the Ray engine's facerun.face.ray_engine.RaySettings (its actors load the models it names)."""
+
+    batch: int = 16
+    all_faces: bool = True
+    workers: int | None = None
+    keep_images: bool = False
+    draft: bool = True
+    engine: str = "threads"
+    processes: int = 1
+    detector_args: dict | None = field(default=None, compare=False)
+    ray: object = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.processes < 1:
+            raise InputError(f"processes must be 1 or more, not {self.processes}")
+        if self.batch < 1:
+            raise InputError(f"batch must be 1 or more, not {self.batch}")
+
+
 class LibraryStats:
     """What a library run did: busy seconds per stage (summed over the threads doing it), photos, faces, the
-    distinct network input sizes, and when the first photo came out. Shared by the threads of one run."""
+    distinct network input sizes, when the first photo came out, and where other processes (or Ray actors) ran
+    the network. Shared by the threads of one run."""
 
     def __init__(self):
         self.seconds = dict.fromkeys(STAGES, 0.0)
@@ -60,6 +96,7 @@ class LibraryStats:
         self.wall_s = 0.0
         self.post_threads = 1
         self.counted: dict[str, float] = {}  # facerun.counters of other processes (face.processes), summed
+        self.devices: set[str] = set()  # the results' `device`, where another process or actor ran the network
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:
@@ -78,6 +115,8 @@ class LibraryStats:
             self.faces += len(result.faces)
             if result.input_size is not None:
                 self.sizes.add(result.input_size)
+            if result.device:
+                self.devices.add(result.device)
             if self.first_photo_s is None:
                 self.first_photo_s = now
             self.wall_s = now
@@ -112,36 +151,33 @@ def default_workers() -> int:
 class _Photo:
     result: PhotoFaces
     rgb: np.ndarray | None = None
-    prepared: object = None  # the detector's Prepared, between the stages
-    faces: list | None = None  # detect() results for detectors without stages
+    prepared: object = None  # what the detector's prepare gave, between the stages
     crops: list = field(default_factory=list)
 
 
-def _decode(path: Path, detector, stats: LibraryStats, draft: bool = False) -> _Photo:
+def _decode(path: Path, detector: PhotoDetector, stats: LibraryStats, draft: bool = False) -> _Photo:
     """draft: the run needs the photo only as the detector's input (images.load_photo_shrunk: large JPEGs decode
     scaled down); else the photo at its own size too, for alignment or drawing."""
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
-    fit = getattr(detector, "fit_size", None)
     shrunk = size = None
     try:
-        if draft and fit is not None:
-            pixels, size = load_photo_shrunk(path, fit)
+        if draft:
+            pixels, size = load_photo_shrunk(path, detector.fit_size)
         else:
-            pixels, shrunk = load_photo(path, fit)
+            pixels, shrunk = load_photo(path, detector.fit_size)
     except (ImageError, InputError) as e:
         photo.result.error = str(e)
         return photo
     _prepare(photo, pixels, detector, shrunk, size)
     decoded = time.perf_counter()
     stats.add("decode", decoded - start)
-    if photo.prepared is not None and hasattr(detector, "precompile"):
-        detector.precompile(photo.prepared)  # a new size's programs made here, beside the network thread
-        stats.add("compile", time.perf_counter() - decoded)
+    detector.precompile(photo.prepared)  # a new size's programs made here, beside the network thread
+    stats.add("compile", time.perf_counter() - decoded)
     return photo
 
 
-def _prepare(photo: _Photo, pixels: np.ndarray, detector, shrunk: np.ndarray | None = None,
+def _prepare(photo: _Photo, pixels: np.ndarray, detector: PhotoDetector, shrunk: np.ndarray | None = None,
              photo_size: tuple[int, int] | None = None) -> None:
     """The decoded photo's size, and the detector's input laid out (CPU work, no model). `pixels` is HxWx3 RGB, or
     HxWx4 from load_photo (the detector takes that layout as it is; the rest of the run sees its RGB view).
@@ -150,30 +186,22 @@ def _prepare(photo: _Photo, pixels: np.ndarray, detector, shrunk: np.ndarray | N
     if photo_size is not None:
         photo.result.width, photo.result.height = int(photo_size[0]), int(photo_size[1])
     photo.rgb = pixels[:, :, :3]
-    if hasattr(detector, "fit_size"):  # facerun's Detector: it takes the four-byte layout and the shrunk photo
-        photo.prepared = detector.prepare(pixels, shrunk, photo_size)
-        photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
-    elif hasattr(detector, "prepare"):
-        photo.prepared = detector.prepare(np.ascontiguousarray(photo.rgb))
-        photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4])
-    elif pixels.shape[2] != 3:
-        photo.rgb = np.ascontiguousarray(photo.rgb)
+    photo.prepared = detector.prepare(pixels, shrunk, photo_size)
+    photo.result.input_size = tuple(int(d) for d in photo.prepared.shape[2:4]) or None
 
 
-def _detect(photo: _Photo, detector, stats: LibraryStats) -> None:
+def _detect(photo: _Photo, detector: PhotoDetector, stats: LibraryStats) -> None:
     start = time.perf_counter()
-    if photo.prepared is not None:
-        detector.run_network(photo.prepared)
-    else:  # a detector without stages does it all here
-        photo.faces = list(detector.detect(photo.rgb))
+    detector.run_network(photo.prepared)
     seconds = time.perf_counter() - start
     photo.result.detect_ms += seconds * 1000.0
     stats.add("detect", seconds)
 
 
-def _post(photo: _Photo, detector, embedder, all_faces: bool, keep_images: bool, stats: LibraryStats) -> _Photo:
+def _post(photo: _Photo, detector: PhotoDetector, embedder, all_faces: bool, keep_images: bool,
+          stats: LibraryStats) -> _Photo:
     start = time.perf_counter()
-    faces = photo.faces if photo.prepared is None else detector.faces_from(photo.prepared)
+    faces = detector.faces_from(photo.prepared)
     photo.prepared = None
     if not all_faces and faces:
         faces = [max(faces, key=lambda f: float(f.box[2]) * float(f.box[3]))]
@@ -270,18 +298,11 @@ def iter_photo_faces(
     draft: where the run needs a photo only as the detector's input (no embedder, keep_images=False), JPEGs at least
     twice the detector's fitted size decode scaled down (images.load_photo_shrunk); their faces are then close to
     full decoding's, not the same numbers. Runs that align or keep photos always decode them at full size.
+    detector: a PhotoDetector (facerun's Detector), or anything with detect(rgb) (photo_detector.PlainDetector).
     """
-    if batch < 1:
-        raise InputError(f"batch must be 1 or more, not {batch}")
+    options = LibraryOptions(batch=batch, all_faces=all_faces, workers=workers, keep_images=keep_images, draft=draft)
     stats = stats if stats is not None else LibraryStats()
-    workers = default_workers() if workers is None else int(workers)
-    run = _serial if workers <= 0 else _pipelined
-    draft = bool(draft) and embedder is None and not keep_images
-    for result in run(paths, detector, embedder, batch, all_faces, workers, keep_images, stats, draft):
-        stats.photo_out(result)
-        if progress is not None:
-            progress(result)
-        yield result
+    yield from observed(threads(paths, detector, embedder, options, stats), stats, progress)
 
 
 def iter_photo_faces_serial(paths: Iterable, detector, embedder=None, **options) -> Iterator[PhotoFaces]:
@@ -289,14 +310,54 @@ def iter_photo_faces_serial(paths: Iterable, detector, embedder=None, **options)
     return iter_photo_faces(paths, detector, embedder, workers=0, **options)
 
 
-def _serial(paths, detector, embedder, batch, all_faces, workers, keep_images, stats, draft
+def observed(results: Iterable[PhotoFaces], stats: LibraryStats,
+             progress: Callable[[PhotoFaces], None] | None = None) -> Iterator[PhotoFaces]:
+    """An engine's results as a run hands them on: counted in `stats`, then progress(result), then yielded.
+    Closing this closes the engine's run at once (its threads or processes stop)."""
+    try:
+        for result in results:
+            stats.photo_out(result)
+            if progress is not None:
+                progress(result)
+            yield result
+    finally:
+        if isinstance(results, Generator):
+            results.close()
+
+
+# The engines of this process (face/engines.py ENGINES): each gives (paths, detector, embedder, options, stats) ->
+# the PhotoFaces, in input order, counted in stats by the caller (observed).
+
+
+def threads(paths: Iterable, detector, embedder, options: LibraryOptions, stats: LibraryStats
             ) -> Iterator[PhotoFaces]:
-    batcher = _Batcher(embedder, batch, stats)
+    """The pipelined run over options.workers decoding threads (0: serial)."""
+    workers = default_workers() if options.workers is None else int(options.workers)
+    if workers <= 0:
+        return _serial(paths, photo_detector(detector), embedder, options, stats)
+    return _pipelined(paths, photo_detector(detector), embedder, options, workers, stats)
+
+
+def serial(paths: Iterable, detector, embedder, options: LibraryOptions, stats: LibraryStats
+           ) -> Iterator[PhotoFaces]:
+    """One photo after another on the calling thread, whatever options.workers says."""
+    return _serial(paths, photo_detector(detector), embedder, options, stats)
+
+
+def _drafted(embedder, options: LibraryOptions) -> bool:
+    """Whether photos decode only as the detector's input (see iter_photo_faces' draft)."""
+    return bool(options.draft) and embedder is None and not options.keep_images
+
+
+def _serial(paths, detector: PhotoDetector, embedder, options: LibraryOptions, stats: LibraryStats
+            ) -> Iterator[PhotoFaces]:
+    batcher = _Batcher(embedder, options.batch, stats)
+    draft = _drafted(embedder, options)
     for raw in paths:
         photo = _decode(Path(raw), detector, stats, draft)
         if photo.result.ok:
             _detect(photo, detector, stats)
-            _post(photo, detector, embedder, all_faces, keep_images, stats)
+            _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
         yield from batcher.add(photo)
     yield from batcher.finish()
 
@@ -306,10 +367,14 @@ def iter_decoded_faces(decoded: Iterable[tuple], detector, embedder=None, batch:
     """The stages after decoding, one photo after another, for photos decoded elsewhere (a Ray task): `decoded`
     gives (path, rgb, error) with rgb an HxWx3 uint8 array, or None and error the one-line reason. Yields what
     `iter_photo_faces` gives for the same photos (same faces, same batches of `batch` faces across photos)."""
-    if batch < 1:
-        raise InputError(f"batch must be 1 or more, not {batch}")
+    options = LibraryOptions(batch=batch, all_faces=all_faces)
     stats = stats if stats is not None else LibraryStats()
-    batcher = _Batcher(embedder, batch, stats)
+    yield from observed(_decoded(decoded, photo_detector(detector), embedder, options, stats), stats)
+
+
+def _decoded(decoded: Iterable[tuple], detector: PhotoDetector, embedder, options: LibraryOptions,
+             stats: LibraryStats) -> Iterator[PhotoFaces]:
+    batcher = _Batcher(embedder, options.batch, stats)
     for path, rgb, error in decoded:
         photo = _Photo(PhotoFaces(path=Path(path), error=error))
         if error is None:
@@ -317,18 +382,15 @@ def iter_decoded_faces(decoded: Iterable[tuple], detector, embedder=None, batch:
             _prepare(photo, rgb, detector)
             stats.add("decode", time.perf_counter() - start)
             _detect(photo, detector, stats)
-            _post(photo, detector, embedder, all_faces, False, stats)
-        for result in batcher.add(photo):
-            stats.photo_out(result)
-            yield result
-    for result in batcher.finish():
-        stats.photo_out(result)
-        yield result
+            _post(photo, detector, embedder, options.all_faces, False, stats)
+        yield from batcher.add(photo)
+    yield from batcher.finish()
 
 
-def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images, stats, draft
+def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions, workers: int, stats: LibraryStats
                ) -> Iterator[PhotoFaces]:
-    batcher = _Batcher(embedder, batch, stats)
+    batcher = _Batcher(embedder, options.batch, stats)
+    draft = _drafted(embedder, options)
     source = iter(paths)
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
     decoding: deque[Future] = deque()
@@ -354,7 +416,7 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
             decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft))
 
     def post(photo: _Photo) -> _Photo:
-        return _post(photo, detector, embedder, all_faces, keep_images, stats)
+        return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
     try:
         top_up()
@@ -385,4 +447,5 @@ def _pipelined(paths, detector, embedder, batch, all_faces, workers, keep_images
         poster.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["LibraryStats", "PhotoFaces", "iter_decoded_faces", "iter_photo_faces", "iter_photo_faces_serial"]
+__all__ = ["LibraryOptions", "LibraryStats", "PhotoFaces", "iter_decoded_faces", "iter_photo_faces",
+           "iter_photo_faces_serial", "observed", "serial", "threads"]

@@ -14,17 +14,18 @@ runs that very function on the photos it takes from one shared queue, and result
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import queue
 import signal
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from .. import settings
 from ..errors import FacerunError, InputError
-from .library import LibraryStats, PhotoFaces, _Batcher, _Photo, iter_photo_faces
+from .library import LibraryOptions, LibraryStats, PhotoFaces, _Batcher, _Photo, observed, threads
 
 # How long the parent waits on the results before it looks whether its processes are still alive.
 POLL_S = 1.0
@@ -44,21 +45,34 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
     A failure in a process (a model or GPU error) raises FacerunError here with its message; the others are stopped.
     Closing the iterator, an exception or Ctrl-C stops every process. The processes are spawned, so a script calling
     this keeps its top-level work under `if __name__ == "__main__":` (Python's rule for spawned processes)."""
-    if processes < 1:
-        raise InputError(f"processes must be 1 or more, not {processes}")
-    if batch < 1:
-        raise InputError(f"batch must be 1 or more, not {batch}")
-    paths = [Path(p) for p in paths]
+    options = LibraryOptions(batch=batch, all_faces=all_faces, workers=workers, draft=draft, engine="processes",
+                             processes=processes, detector_args=detector)
     stats = stats if stats is not None else LibraryStats()
+    yield from observed(engine(paths, None, embedder, options, stats), stats, progress)
+
+
+def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: LibraryStats
+           ) -> Iterator[PhotoFaces]:
+    """The processes engine (face/engines.py): options.processes processes, each making its detector from
+    options.detector_args (else `detector`, when that is those keyword arguments: a loaded one stays here);
+    options.workers decoding threads in each. The results in input order, not yet counted in `stats`."""
+    arguments = options.detector_args if options.detector_args is not None else detector
+    if not isinstance(arguments, Mapping):
+        raise InputError("the processes engine makes a detector in each process: give the Detector's keyword "
+                         "arguments (LibraryOptions.detector_args), not a loaded detector")
+    paths = [Path(p) for p in paths]
+    workers = options.workers
     if workers is None:  # the cores shared out (measured on 16: 8 processes of 2 threads beat 8 of 1, 322 to 237/s)
-        workers = max(1, min(4, (os.cpu_count() or 2) // processes))
-    processes = max(1, min(processes, len(paths)))
+        workers = max(1, min(4, (os.cpu_count() or 2) // options.processes))
+    processes = max(1, min(options.processes, len(paths)))
+    # what each process runs: its own threads, aligning (and so keeping the photo) only for an embedder here
+    local = dataclasses.replace(options, engine="threads", workers=workers, keep_images=embedder is not None,
+                                detector_args=None, ray=None)
     ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     passed = _settings(processes)
     align_size = None if embedder is None else embedder.input_size
-    procs = [ctx.Process(target=_worker, args=(detector, workers, all_faces, align_size, passed, tasks, results,
-                                                         draft),
+    procs = [ctx.Process(target=_worker, args=(dict(arguments), local, align_size, passed, tasks, results),
                          name=f"facerun-library-{i}", daemon=True) for i in range(processes)]
     try:
         for p in procs:
@@ -68,15 +82,7 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
         for _ in procs:
             tasks.put(None)
         held: dict[int, tuple] = {}
-        batcher = _Batcher(embedder, batch, stats)
-
-        def out(results_ready) -> Iterator[PhotoFaces]:
-            for result in results_ready:
-                stats.photo_out(result)
-                if progress is not None:
-                    progress(result)
-                yield result
-
+        batcher = _Batcher(embedder, options.batch, stats)
         for index in range(len(paths)):
             while index not in held:
                 kind, *rest = _next(results, procs)
@@ -87,8 +93,8 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
                 elif kind == "done":
                     _done(stats, *rest)
             result, crops = held.pop(index)
-            yield from out(batcher.add(_Photo(result, crops=crops)))
-        yield from out(batcher.finish())
+            yield from batcher.add(_Photo(result, crops=crops))
+        yield from batcher.finish()
         for _ in range(sum(1 for p in procs if p.exitcode is None or p.exitcode == 0)):  # the stage times
             try:
                 kind, *rest = results.get(timeout=POLL_S)
@@ -146,8 +152,7 @@ def _settings(processes: int) -> dict:
             "FACERUN_CPU_THREADS": threads}
 
 
-def _worker(detector: dict, workers: int, all_faces: bool, align_size, passed: dict, tasks, results,
-            draft: bool = True) -> None:
+def _worker(detector: dict, options: LibraryOptions, align_size, passed: dict, tasks, results) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
     settings.pass_on(passed)
     try:
@@ -164,9 +169,7 @@ def _worker(detector: dict, workers: int, all_faces: bool, align_size, passed: d
                 yield item[1]
 
         stats = LibraryStats()
-        for i, result in enumerate(iter_photo_faces(source(), det, all_faces=all_faces, workers=workers,
-                                                    stats=stats, keep_images=align_size is not None,
-                                                    draft=draft)):
+        for i, result in enumerate(observed(threads(source(), det, None, options, stats), stats)):
             result.device = det.device
             crops = []
             if align_size is not None:  # what FaceEmbedder.align does, here beside the photo
@@ -194,4 +197,4 @@ def _error(name: str, message: str) -> FacerunError:
     return error
 
 
-__all__ = ["iter_photo_faces_in_processes"]
+__all__ = ["engine", "iter_photo_faces_in_processes"]

@@ -335,6 +335,18 @@ def iter_photo_faces_ray(paths: Iterable, settings: RaySettings, devices: set | 
         yield from collector.add(table)
 
 
+def engine(paths: Iterable, detector, embedder, options, stats) -> Iterator:
+    """The Ray engine (face/engines.py): the actors load what options.ray (a RaySettings) names, so the detector
+    and embedder given here only named and checked them; options' batch and all_faces are the run's. PhotoFaces in
+    no particular order; where the actors ran goes into stats.devices."""
+    from dataclasses import replace
+
+    if not isinstance(options.ray, RaySettings):
+        raise InputError("the Ray engine runs what LibraryOptions.ray (a RaySettings) names; none was given")
+    settings = replace(options.ray, batch=options.batch, all_faces=options.all_faces)
+    return iter_photo_faces_ray(paths, settings, stats.devices)
+
+
 def _cause(error: Exception) -> str:
     """The first line of what really failed, under Ray's wrappers."""
     seen = error
@@ -353,4 +365,5 @@ def _first_line(error: Exception) -> str:
     return lines[0].strip() if lines else type(error).__name__
 
 
-__all__ = ["FaceActor", "RaySettings", "adapter_for_gpus", "iter_photo_faces_ray", "require_ray", "run_tables"]
+__all__ = ["FaceActor", "RaySettings", "adapter_for_gpus", "engine", "iter_photo_faces_ray", "require_ray",
+           "run_tables"]

@@ -104,8 +104,11 @@ def build_gallery(embedder, detector, known_dir=None, known_db=None, batch: int 
         skipped = []
         if known_dir is not None:
             root = _checked_dir(known_dir)
-            report = index.update([root], embedder=embedder, detector=detector, batch=batch, all_faces=False,
-                                  wait=wait, progress=(lambda path, faces: progress(None)) if progress else None)
+            from ..face.library import LibraryOptions
+
+            report = index.update([root], embedder=embedder, detector=detector,
+                                  options=LibraryOptions(batch=batch, all_faces=False), wait=wait,
+                                  progress=(lambda path, faces: progress(None)) if progress else None)
             index.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('known_root', ?)", (str(root),))
             skipped = list(report.failed)
         else:

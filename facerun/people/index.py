@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from .listing import SKIP_REASONS, Listing, list_photos
 from .lock import WriterLock
 from .schema import SCHEMA, SCHEMA_VERSION, check_schema
 from .storage import read_only_connection, reported, storage_error
+
+if TYPE_CHECKING:
+    from ..face.library import LibraryOptions, LibraryStats
 
 COMMIT_EVERY = 16  # photos per transaction: what a kill can lose
 BUSY_TIMEOUT = 30.0  # seconds a write waits for a lock another program holds, then fails (storage.StorageError)
@@ -193,11 +197,11 @@ class FaceIndex:
                         "detector": Path(getattr(detector, "model_path", "") or "").name})
 
     # ------------------------------------------------------------------------------------------------ update
-    def update(self, sources: Iterable, embedder, detector, batch: int = 16, all_faces: bool = True,
+    def update(self, sources: Iterable, embedder, detector, options: LibraryOptions | None = None,
                commit_every: int = COMMIT_EVERY, wait: float = 0.0, prune: bool = True, allow_missing: bool = False,
                progress: Callable[[str, int], None] | None = None,
                on_plan: Callable[[int, int], None] | None = None,
-               photo_faces: Callable | None = None) -> UpdateReport:
+               stats: LibraryStats | None = None) -> UpdateReport:
         """Bring the index up to date with the photos in `sources` (files, folders searched recursively; links
         followed as facerun.people.listing says).
 
@@ -208,10 +212,10 @@ class FaceIndex:
         photos (see LOST_REFUSE_MIN) is refused with an InputError before anything changes, unless allow_missing.
         Holds the writer lock for the whole run (waits `wait` seconds for another writer, then refuses).
         on_plan(to_index, skipped) is called once the plan is made; progress(path, faces) once per photo indexed.
-        photo_faces: the run that turns the photos to index into `PhotoFaces` (default `iter_photo_faces`; the Ray
-        engine's gives them in any order), called as photo_faces(paths, detector, embedder, batch=, all_faces=)."""
+        options: how the photos to index become `PhotoFaces` (face.library.LibraryOptions: batch, all_faces,
+        the engine; the Ray engine's come in any order), run by face.engines.run; stats: that run's LibraryStats."""
+        from ..face.engines import LibraryOptions, run
         from ..face.images import IMAGE_EXTENSIONS
-        from ..face.library import iter_photo_faces
 
         if commit_every < 1:
             raise InputError(f"photos per transaction must be 1 or more, not {commit_every}")
@@ -239,8 +243,8 @@ class FaceIndex:
                 self._claim_model(embedder, detector)
                 self.conn.execute("COMMIT")
             pending = []
-            run = photo_faces or iter_photo_faces
-            for result in run(todo, detector, embedder, batch=batch, all_faces=all_faces) if todo else ():
+            options = options if options is not None else LibraryOptions()
+            for result in run(todo, detector, embedder, options, stats=stats) if todo else ():
                 pending.append(result)
                 if progress is not None:
                     progress(str(result.path), len(result.faces))
