@@ -100,8 +100,8 @@ def test_draw_says_where_it_wrote(tmp_path):
 
 def test_options_that_had_no_help_have_it_and_the_help_names_the_shipped_defaults():
     runner = CliRunner()
-    for command, option, says in (("search", "--device", "Where the query's face is detected"),
-                                  ("parity", "--batch", "Inputs per run")):
+    for command, option, says in (("search", "--device", "Where the networks run: the query's face is detected"),
+                                  ("parity", "--batch", "Inputs per network call: the batch")):
         text = runner.invoke(main, [command, "--help"], terminal_width=100).output
         line = next(line for line in text.splitlines() if line.strip().startswith(option))
         assert says in line, line

@@ -367,7 +367,7 @@ def test_cli_embed_errors_write_nothing(tmp_path):
     result = _cli("embed", bad, "--model", "sface-arch-small", "--out", tmp_path / "x.npy", "--device", "cpu")
     assert result.exit_code == 1 and "nothing written" in result.output
     unknown = _tiny_embedder(tmp_path / "tiny.onnx")
-    assert "--input-size" in _one_error_line(_cli("embed", photo, "--model", unknown))
+    assert "describe it with --size 112x112" in _one_error_line(_cli("embed", photo, "--model", unknown))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jpg", "tiny.onnx"]
 
 
