@@ -1,10 +1,11 @@
-"""Where a program's GPU time goes, by kernel family (the tiled convolution, Winograd's transforms, split-K's reduce
-pass, elementwise kernels ...): the whole pass timed with each family left out, and each family alone.
+"""Where a program's GPU time goes, by kernel family (tune.family_of: direct, depthwise, tiled, Winograd, gemv,
+elementwise ...): the whole pass timed with each family left out, and each family alone.
 
     python benchmarks/gpu_families.py MODEL [--shape 16,3,112,112] [--repeat 10] [--rounds 7]
 
 MODEL is an .onnx file, a known model's name or a replica name (auraface-arch, ...). The timings are of passes over
-the dispatches only (no upload, no read-back), medians over --rounds submissions of --repeat passes each. A pass
+the dispatches only (no upload, no read-back; facerun.gpu.tune.subset_seconds: the fixed cost of a submission taken
+out), medians over --rounds measurements of --repeat passes each. A pass
 with families left out computes nothing meaningful; only its time is of use. Families overlap a little on the GPU,
 so "without" and "only" need not add up to "all".
 """
@@ -19,6 +20,7 @@ import sys
 import numpy as np
 
 import facerun
+from facerun.gpu import tune
 
 
 def main(argv=None) -> int:
@@ -39,26 +41,20 @@ def main(argv=None) -> int:
         print(f"{args.model}: not on the GPU ({net.gpu_reason or 'this program runs on the CPU'})", file=sys.stderr)
         return 1
     gp = gpu.model.compile(prog)
-    families = [d.kernel.key.split("[")[0] for d in gp.dispatches]
-    recorded, handles = list(gp.recorded), list(gp.handles)
+    families = [tune.family_of(d) for d in gp.dispatches]  # the families `bench models --by-kernel` shows
 
     def timed(keep) -> float:
-        gp.recorded = [r for r, f in zip(recorded, families) if keep(f)]
-        gp.handles = [h for h, f in zip(handles, families) if keep(f)] if handles else []
-        gp.time_passes(args.repeat)  # warm
-        return statistics.median(gp.time_passes(args.repeat) / args.repeat * 1000 for _ in range(args.rounds))
+        return statistics.median(tune.subset_seconds(gp, [keep(f) for f in families], args.repeat) * 1000
+                                 for _ in range(args.rounds))
 
-    try:
-        print(f"{args.model} {'x'.join(map(str, shape))} on {gpu.device_name}: {len(families)} dispatches")
-        whole = timed(lambda f: True)
-        print(f"{'family':28s} {'dispatches':>10s} {'without':>9s} {'only':>9s}")
-        for family, count in collections.Counter(families).most_common():
-            without = timed(lambda f, family=family: f != family)
-            only = timed(lambda f, family=family: f == family)
-            print(f"{family:28s} {count:10d} {without:8.2f}  {only:8.2f}")
-        print(f"{'all':28s} {len(families):10d} {whole:8.2f}  (again: {timed(lambda f: True):.2f}) ms")
-    finally:
-        gp.recorded, gp.handles = recorded, handles
+    print(f"{args.model} {'x'.join(map(str, shape))} on {gpu.device_name}: {len(families)} dispatches")
+    whole = timed(lambda f: True)
+    print(f"{'family':28s} {'dispatches':>10s} {'without':>9s} {'only':>9s}")
+    for family, count in collections.Counter(families).most_common():
+        without = timed(lambda f, family=family: f != family)
+        only = timed(lambda f, family=family: f == family)
+        print(f"{family:28s} {count:10d} {without:8.2f}  {only:8.2f}")
+    print(f"{'all':28s} {len(families):10d} {whole:8.2f}  (again: {timed(lambda f: True):.2f}) ms")
     return 0
 
 

@@ -19,7 +19,8 @@ from facerun.cli import main
 
 SMALL = "sface-arch-small"
 # what differs between two runs of one invocation: the clock, and what the machine was doing
-TIMING_ROW = {"median_ms", "p10_ms", "p90_ms", "per_face_ms", "speedup_vs_cpu", "runs"}
+TIMING_ROW = {"median_ms", "p10_ms", "p90_ms", "per_face_ms", "speedup_vs_cpu", "runs", "tflops", "gbps", "of_fma_peak",
+              "of_bandwidth_peak"}
 TIMING_PHOTO_ROW = {"photos_per_s", "faces_per_s", "first_photo_ms", "seconds", "one_off_seconds", "bottleneck",
                     "photos_per_s_runs", "photos_per_s_low", "photos_per_s_high"}
 
@@ -72,8 +73,9 @@ def test_a_bare_bench_runs_bench_models_on_its_defaults(monkeypatch):
     monkeypatch.setattr(bench_models, "run_models", lambda *args: calls.append(args))
     for args in ((), ("models",)):
         assert invoke(*args).exit_code == 0
-    # models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save, plot
-    assert calls == [((), None, "640x640", 16, 10, 1, 20.0, None, False, False, None, None)] * 2
+    # models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save, plot,
+    # roofline, by_kernel, reprobe
+    assert calls == [((), None, "640x640", 16, 10, 1, 20.0, None, False, False, None, None, False, False, False)] * 2
 
 
 def test_bench_models_text_table_and_failure_exit_match_the_bare_spelling():

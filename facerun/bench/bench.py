@@ -42,6 +42,7 @@ from .. import agree
 from ..errors import FacerunError, InputError
 from ..io import write_json
 from ..zoo.card import ModelCard
+from . import roofline
 from .paths import MODEL_PATHS, ModelPath, Skip, check_names
 from .saved import RatioRow, compare, load_result
 
@@ -81,6 +82,8 @@ class Settings:
     batch_detectors: bool = False  # run the batch paths for detectors too (the CLI sets it when --paths names them)
     allow_software: bool = False
     seed: int = 0
+    reprobe: bool = False  # measure the device's peaks again (roofline.py), not the cached ones
+    by_kernel: bool = False  # time the GPU rows' programs kernel family by family (roofline.by_kernel)
 
     def check(self) -> None:
         check_names(self.paths, MODEL_PATHS)
@@ -123,6 +126,13 @@ class Row:
     ok: bool | None = None  # parity verdict; None where nothing was compared (skipped rows)
     runs: int = 0
     macs: int | None = None  # multiply-accumulates of one item
+    # the roofline (roofline.py): bytes one run moves (the whole batch), achieved TFLOP/s (2 x macs x batch over the
+    # median) and GB/s, and on GPU rows their fractions of the device's peaks (device["peaks"])
+    bytes_per_run: int | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    of_fma_peak: float | None = None
+    of_bandwidth_peak: float | None = None
     note: str | None = None  # why a row was skipped, or what to know about it
 
     @property
@@ -140,6 +150,7 @@ class BenchResult:
     settings: dict
     rows: list[Row] = field(default_factory=list)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    kernels: list[dict] = field(default_factory=list)  # --by-kernel: the GPU rows' kernel families (roofline.py)
 
     @property
     def failed(self) -> list[Row]:
@@ -153,6 +164,7 @@ class BenchResult:
             "device": self.device,
             "settings": self.settings,
             "rows": [asdict(r) for r in self.rows],
+            **({"kernels": self.kernels} if self.kernels else {}),
         }
 
     def save(self, path) -> None:
@@ -386,8 +398,9 @@ def bench_row(case: _Case, name: str, settings: Settings, size: str, label: str)
     row = Row(label, size, name, batch, case.kind)
     try:
         row.macs = int(case.net.program(case.shape).macs)
+        row.bytes_per_run = roofline.run_bytes(case.net, case.shape, batch)
     except Exception:  # an odd step without a cost model must not cost the row
-        row.macs = None
+        row.macs = row.bytes_per_run = None
     try:
         fn, prog = case.runner(path)
         gc.collect()
@@ -539,6 +552,7 @@ def run(specs: list[ModelSpec], settings: Settings | None = None,
         cases_seen.setdefault((r.model, r.size), len(cases_seen))
     result.rows.sort(key=lambda r: (cases_seen[(r.model, r.size)], order.get(r.path, -1)))
     _speedups(result.rows)
+    roofline.finish(result, settings, [(_fmt_size(c.shape), c) for c in cases.values() if not isinstance(c, str)])
     return result
 
 

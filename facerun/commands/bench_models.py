@@ -10,11 +10,12 @@ from rich import box
 from rich.table import Table
 
 from ..bench import bench
+from ..bench import roofline as roof
 from ..bench.paths import MODEL_PATHS, split
 from ..errors import InputError
 from ..io import check_output_file
 from . import bench_compare, bench_photos, bench_plot, bench_search
-from .bench_table import FAIL_MARK, faster_or_slower, ms, print_table, tolerance_text
+from .bench_table import FAIL_MARK, faster_or_slower, ms, print_kernels, print_table, rate, tolerance_text
 from .common import (
     allow_software_option,
     err,
@@ -58,6 +59,13 @@ The old spellings, still accepted (scripts use them):
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON result here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png|.svg",
               help="Also draw the table as a chart (needs facerun[plot]; `bench plot SAVED.json` draws a saved run).")
+@option("--roofline", "roofline", is_flag=True,
+        detail="(probed once per adapter, cached): columns TFLOP/s, GB/s and their fractions of the fma and copy "
+               "peaks; --json always has them.")
+@option("--by-kernel", "by_kernel", is_flag=True,
+        detail="(direct, tiled, Winograd, depthwise, gemv, elementwise ...): time, share of the pass, and the "
+               "fraction of the limit that binds each.")
+@option("--reprobe", "reprobe", is_flag=True, detail="(facerun's probe kernels), not the cached ones.")
 # the old spellings: each runs another subcommand (the help's epilog says which)
 @click.option("--compare", nargs=2, type=click.Path(path_type=Path), metavar="A.json B.json", hidden=True)
 @click.option("--search", "search_counts", default=None, metavar="N,N,...", is_flag=False,
@@ -68,7 +76,8 @@ The old spellings, still accepted (scripts use them):
 @click.option("--workers", type=click.IntRange(0, 64), default=None, hidden=True)
 @click.option("--processes", type=click.IntRange(1, 64), default=4, hidden=True)
 def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
-            plot_file, compare, search_counts, photos_dir, photo_model, embed_model, workers, processes):
+            plot_file, roofline, by_kernel, reprobe, compare, search_counts, photos_dir, photo_model, embed_model,
+            workers, processes):
     """Time MODEL(s) on every path and check each path's output against the CPU interpreter.
 
     One row per model, size and path: cpu (the numpy interpreter, the reference), gpu-per-conv (each convolution on
@@ -101,11 +110,11 @@ def command(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text
         bench_compare.compare(*compare, as_json=as_json, plot_file=plot_file)
         return
     run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json, save,
-               plot_file)
+               plot_file, roofline, by_kernel, reprobe)
 
 
 def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_text, allow_software, as_json,
-               save, plot_file=None) -> None:
+               save, plot_file=None, roofline=False, by_kernel=False, reprobe=False) -> None:
     settings = bench.Settings(
         sizes=tuple(parse_size(s) for s in sizes.split(",") if s.strip()),
         paths=bench.DEFAULT_PATHS if paths_text is None else split(paths_text),
@@ -115,6 +124,8 @@ def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_t
         budget=budget,
         batch_detectors=paths_text is not None,  # the batch paths run for detectors only when asked for by name
         allow_software=allow_software,
+        reprobe=reprobe,
+        by_kernel=by_kernel,
     )
     settings.check()
     if not settings.sizes:
@@ -145,7 +156,7 @@ def run_models(models, models_dir, sizes, batch, repeat, warmup, budget, paths_t
     if as_json:
         print_json(result.to_json())
     else:
-        print_result(result)
+        print_result(result, roofline)
     failed = result.failed
     if failed and not as_json:
         err.print(f"[red]parity fails on {len(failed)} row(s)[/]: "
@@ -189,11 +200,16 @@ def _speed_cell(r: bench.Row) -> str:
     return faster_or_slower(r.speedup_vs_cpu, bench.REFERENCE)
 
 
+ROOFLINE_LEGEND = ("roofline: FLOP = 2 x the program's MACs (a convolution as direct, Winograd too), bytes = every "
+                   "step's inputs read and output written once plus its weights, float32; fractions of the probe's "
+                   "fp32 fma and copy peaks on GPU rows only (no CPU peak is measured)")
 PARITY_LEGEND = ("parity: detectors by max abs diff ÷ each output's range (at least 0.01), held to the tolerance; "
                  "embedders by cosine, held to the least allowed")
 
 
-def print_result(result: bench.BenchResult) -> None:
+def print_result(result: bench.BenchResult, roofline: bool = False) -> None:
+    """The table; `roofline`: with the TFLOP/s, GB/s and fractions of the peaks (the peaks' line is printed when
+    probed, either way); the --by-kernel tables after it when the result has them."""
     from ..bench.machine import describe_device, describe_machine
 
     out.print(f"[bold]machine[/]: {describe_machine(result.machine)}")
@@ -201,6 +217,10 @@ def print_result(result: bench.BenchResult) -> None:
     if result.device.get("not_used_because") and result.device.get("name"):
         device += f"; not used: {result.device['not_used_because']}"
     out.print(f"[bold]device[/]: {device}")
+    peaks = result.device.get("peaks")
+    if peaks:
+        text = (f"peaks not measured: {peaks['error']}" if "error" in peaks else roof.peaks_line(peaks))
+        out.print(f"[bold]device peaks[/]: {text}", highlight=False)
     busy = result.machine.get("busy_before")
     if busy is not None and busy > BUSY_WARNING:
         out.print(f"[yellow]warning[/]: other work kept the CPUs {busy:.0%} busy as the run began: CPU timings swing "
@@ -210,8 +230,10 @@ def print_result(result: bench.BenchResult) -> None:
               f"batch {s['batch']}[/]")
     notes: dict[str, int] = {}  # long reasons become numbered notes under the table
     t = Table(header_style="bold", box=box.SIMPLE_HEAD)
-    for col in ("model", "size", "path", "batch", "median ms", "p10", "p90", "ms/face", "speed (ms/face)",
-                "parity vs cpu", "note"):
+    columns = ["model", "size", "path", "batch", "median ms", "p10", "p90", "ms/face", "speed (ms/face)"]
+    if roofline:
+        columns += ["TFLOP/s", "GB/s", "of peaks"]
+    for col in (*columns, "parity vs cpu", "note"):
         t.add_column(col, justify="left" if col in ("model", "size", "path", "parity vs cpu", "note") else "right")
     for r in result.rows:
         note = ""
@@ -220,9 +242,16 @@ def print_result(result: bench.BenchResult) -> None:
             note = f"[{n}]"
             if r.skipped:
                 note = f"skipped [{n}]" if r.ok is None else f"[red]failed[/] [{n}]"
-        t.add_row(r.model, r.size, r.path, str(r.batch), ms(r.median_ms), ms(r.p10_ms), ms(r.p90_ms),
-                  ms(r.per_face_ms), _speed_cell(r), _parity_cell(r), note)
+        cells = [r.model, r.size, r.path, str(r.batch), ms(r.median_ms), ms(r.p10_ms), ms(r.p90_ms),
+                 ms(r.per_face_ms), _speed_cell(r)]
+        if roofline:
+            cells += [rate(r.tflops), rate(r.gbps), roof.roofline_cell(r)]
+        t.add_row(*cells, _parity_cell(r), note)
     print_table(t)
     out.print(PARITY_LEGEND, markup=False)
+    if roofline:
+        out.print(ROOFLINE_LEGEND, markup=False)
     for text, n in notes.items():
         out.print(f"[{n}] {text}", markup=False)
+    for k in result.kernels:
+        print_kernels(k)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -24,6 +25,39 @@ def ms(v) -> str:
     if v is None:
         return "—"
     return f"{v:.3g}" if v < 10 else f"{v:.1f}"
+
+
+def rate(v) -> str:
+    """A TFLOP/s or GB/s figure: 3 significant digits, '—' when unknown."""
+    if v is None:
+        return "—"
+    return f"{v:.3g}" if v < 1000 else f"{v:.0f}"
+
+
+def print_kernels(k: dict) -> None:
+    """One --by-kernel breakdown (bench.roofline.by_kernel): a line naming the row, then a family per row."""
+    from ..bench.roofline import percent
+
+    head = f"{k['model']} {k['size']} {k['path']} batch {k['batch']}"
+    if "error" in k:
+        out.print(f"[bold]by kernel[/] {head}: {k['error']}", markup=True, highlight=False)
+        return
+    out.print(f"[bold]by kernel[/] {head}: {k['dispatches']} dispatches, the pass {ms(k['pass_ms'])} ms "
+              f"(dispatches only) of the row's {ms(k['run_ms'])} ms median; {k['folded_steps']} steps folded into "
+              f"other kernels", highlight=False)
+    t = Table(header_style="bold", box=box.SIMPLE_HEAD)
+    for col in ("family", "dispatches", "ms", "share", "GFLOP", "MiB", "FLOP/byte", "TFLOP/s", "GB/s", "bound",
+                "of its limit"):
+        t.add_column(col, justify="left" if col in ("family", "bound") else "right")
+    for f in k["families"]:
+        intensity = f["flop_per_byte"]
+        t.add_row(f["family"], str(f["dispatches"]), ms(f["ms"]), percent(f["share"]), f"{f['gflop']:.3g}",
+                  f"{f['mib']:.3g}", "—" if intensity is None else f"{intensity:.3g}", rate(f.get("tflops")),
+                  rate(f.get("gbps")), f.get("bound", "—"), percent(f.get("of_limit")))
+    total = sum(f["ms"] for f in k["families"])
+    t.add_row("all families", str(k["dispatches"]), ms(total), percent(total / k["pass_ms"] if k["pass_ms"] else None),
+              "", "", "", "", "", "", "")
+    print_table(t)
 
 
 def factor(f: float) -> str:

@@ -110,6 +110,9 @@ OPTIONS: dict[str, Meaning] = {
     "--budget": _m("Seconds per row"),
     "--save": _m("Also write the JSON result here."),
     "--plot": _m("Also draw", "FILE.png|.svg"),
+    "--roofline": _m("Show each row's TFLOP/s and GB/s against the device's peaks", flag=True),
+    "--by-kernel": _m("Also time the GPU rows' programs kernel family by family", flag=True),
+    "--reprobe": _m("Measure the device's peaks again", flag=True),
     # models
     "--url": _m("Download from URL"),
     "--dest": _m("Save into DIR", "DIR"),

@@ -19,7 +19,7 @@ import numpy as np
 from .. import program as P
 from .lower import conv_shape
 from .model import GpuModel, one_conv_program
-from .plan import PlanError, plan_conv
+from .plan import ConvPlan, GemmPlan, PlanError, WinogradPlan, plan_conv
 from .runner import GpuProgram
 
 
@@ -30,6 +30,37 @@ def gpu_seconds(gp: GpuProgram, repeat: int) -> float:
     few = min(gp.time_passes(2) for _ in range(3))
     many = min(gp.time_passes(2 + repeat) for _ in range(3))
     return max(0.0, (many - few) / repeat)
+
+
+def family_of(d) -> str:
+    """The kernel family a dispatch belongs to (what `bench models --by-kernel` and benchmarks/gpu_families.py group
+    by): a convolution's by its plan (Winograd's transforms and products together, a split's reduce with its tiled
+    pass), the rest by kernel source (unary and binary: "elementwise")."""
+    plan = d.plan
+    if isinstance(plan, WinogradPlan):
+        return f"winograd F({plan.m}x{plan.m})"
+    if isinstance(plan, ConvPlan):
+        if plan.kernel == "tiled":
+            return "tiled 1x1" if plan.pointwise else "tiled im2col"
+        return plan.kernel  # direct, depthwise
+    if isinstance(plan, GemmPlan):
+        return plan.kernel if plan.kernel == "gemv" else "tiled 1x1"
+    stem = d.kernel.stem
+    return "elementwise" if stem in ("unary", "binary") else stem
+
+
+def subset_seconds(gp: GpuProgram, keep: list[bool], repeat: int) -> float:
+    """gpu_seconds of a pass over only the dispatches i with keep[i]. A pass with dispatches left out computes
+    nothing meaningful; only its time is of use."""
+    with gp.lock:
+        gp.current()  # rebinds now if the arena grew, so the lists swapped below are the ones timed
+    recorded, handles = gp.recorded, gp.handles
+    gp.recorded = [r for r, k in zip(recorded, keep) if k]
+    gp.handles = [h for h, k in zip(handles, keep) if k] if handles else []
+    try:
+        return gpu_seconds(gp, repeat)
+    finally:
+        gp.recorded, gp.handles = recorded, handles
 
 
 def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -> list[dict]:
