@@ -9,7 +9,8 @@ checks it against the CPU (seconds, in parallel), so it pays from a few hundred 
 docs/bench/code-figures.md).
 
 The contract is iter_photo_faces's (one result per path, in input order, errors as results, same faces): each process
-runs that very function on the photos it takes from one shared queue, and results are put back in order here.
+runs that very loop (library.threads, with the run's LibraryOptions) on the photos it takes from one shared queue,
+and results are put back in order here. `engine` is the "processes" entry of face/engines.py's table.
 """
 
 from __future__ import annotations
