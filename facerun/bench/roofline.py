@@ -41,7 +41,7 @@ def step_bytes(prog: P.Program, st: P.Step) -> tuple[int, int]:
     act = params = 0
     for vid in dict.fromkeys(st.reads):
         v = values[vid]
-        if v.kind == "const":
+        if values[v.base].kind == "const":  # a constant, or a view of one
             params += v.nbytes
         else:
             act += v.nbytes
