@@ -18,6 +18,8 @@ Names in use:
                             it expects, and in variant checks)
     ffi_types_parsed        (seconds only) the C type names of wgpu's calls parsed when a device is made
     garbage_collection      (bench --photos, seconds only) Python's cyclic garbage collector during a library run
+    device_probes           the device's peaks measured by the probe kernels (gpu/probe.py; cached per adapter),
+                            their dispatches counted as device_probe_dispatches
 
 Each name may also carry the seconds spent on it (`timed(name)`), counted under `name + "_s"`.
 """
