@@ -193,3 +193,19 @@ def test_a_save_is_atomic_and_leaves_only_its_own_files(tmp_path, monkeypatch):
     assert len(names) == 3 and not set(names[1:]) & set(first[1:])
     reopened, note = VectorIndex.open(db, 201, 2, "mobilefacenet", 32, lambda: pytest.fail("rebuilt"))
     assert note is None and 500 in reopened.ids
+
+
+@faiss_only
+def test_an_index_saved_with_faiss_opens_without_it_and_answers_the_same(tmp_path, monkeypatch):
+    monkeypatch.setattr(V, "ANN_MIN", 500)
+    db = tmp_path / "faces.db"
+    data, queries = people(1000, seed=7)
+    ids = np.arange(1000, dtype=np.int64)
+    saved, _ = open_index(db, ids, data, 1)
+    assert saved.kind == "faiss-ivf"
+    monkeypatch.setattr(V, "have_faiss", lambda: False)
+    plain, note = open_index(db, ids, data, 1)
+    assert note is None and plain.kind == "exact"  # the stored vectors, searched by brute force
+    a, _ = saved.search(queries, 5)
+    b, _ = plain.search(queries, 5)
+    assert np.mean([len(set(x) & set(y)) / 5 for x, y in zip(a, b)]) >= 0.99

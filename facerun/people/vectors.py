@@ -12,9 +12,13 @@ Files, next to `faces.db`:
 The database side keeps a generation number that moves with every write to `faces`; `open` compares the header's
 count and generation (and embedder, dim) with the database's and rebuilds from the faces when they differ or the files
 are missing or unreadable, returning a one-line note. Why faiss IVF-Flat (docs/bench/vector-index-2core.txt): on
-2 cores it builds a million faces in seconds rather than minutes (HNSW graphs), answers at ~0.1 ms, can remove faces,
-and ships binary wheels; vectors inside the probed cells are compared exactly, so its cosines are the exact ones.
-faiss is optional (`pip install 'facerun[index]'`): without it every search is brute force, with the same answers.
+2 shared cores it builds a million 128-d faces in 17 s where HNSW graphs took 240 s (hnswlib) to 460 s (faiss), so
+a stale index is rebuilt in seconds; it answers at 3.3 ms (recall@10 0.993) at a million, removes faces, and faiss
+ships binary wheels (hnswlib 0.8.0 is a source package that needs a C++ compiler; usearch was the slowest here).
+HNSW answers faster (0.15 ms) and holds recall on noisy 512-d data where IVF must probe most cells (the table's
+512-d rows): the reason to revisit this for 512-d embedders at a million faces. Vectors inside the probed cells are
+compared exactly, so the cosines are the exact ones. faiss is optional (`pip install 'facerun[index]'`): without it
+every search is brute force, with the same answers (exact ones).
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ FORMAT = 1
 # retrain on each update; an IVF probe is faster per query at every size (0.03 ms at 10k) but costs 0.7-3 s to
 # build at 10k-50k (benchmarks/vector_index.py --crossover, docs/bench/vector-index-2core.txt)
 ANN_MIN = 50_000
-# cells probed per query, as a share of the cells: recall@10 >= 0.99 against brute force needed 16 of 1,264 cells at
-# 100k faces and 256 of 4,000 at 1M (128-d synthetic identities, docs/bench/vector-index-2core.txt): 1/16, at least 16
-SEARCH_PROBES = 16
+# cells probed per query, as a share of the cells: at 1M faces (4,000 cells, 128-d synthetic identities, a stored
+# face with fresh noise as the query) a 16th gave recall@10 0.976 at 1.7 ms, an 8th 0.993 at 3.3 ms, a 4th 0.997 at
+# 6.2 ms against brute force (benchmarks/ivf_probes.py, docs/bench/vector-index-2core.txt): an 8th, at least 16
+SEARCH_PROBES = 8
 # for a k-NN graph to cluster, far fewer: a person's faces are each other's nearest by a wide margin, so missing
 # some of the 10 nearest rarely cuts a person (benchmarks/grouping.py measures the groups against the truth)
 GRAPH_PROBES = 128
@@ -163,7 +168,7 @@ class VectorIndex:
     # ------------------------------------------------------------------------------------------------ reads
     def search(self, queries, k: int = 10, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(face ids, cosines) of the k nearest faces of each query, best first: 1-d results for one 1-d query,
-        len(queries) x k' (k' = min(k, faces)) for a 2-d batch. nprobe: IVF cells to look in (default: a 16th of
+        len(queries) x k' (k' = min(k, faces)) for a 2-d batch. nprobe: IVF cells to look in (default: an 8th of
         them, at least 16; `probes(GRAPH_PROBES)` for a clustering graph)."""
         if k < 1:
             raise InputError(f"k must be 1 or more, not {k}")
