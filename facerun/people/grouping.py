@@ -6,7 +6,7 @@ Labels: a person id >= 0, -1 noise (seen, no person), -2 not clustered yet (Stor
 
 - `group_all(vectors)`: every face's k nearest neighbours (exact below GRAPH_ANN_MIN faces, faiss IVF above), an
   edge from a face to each neighbour whose cosine reaches `edge_cosine`, and people = the connected components of
-  those edges (smaller than `min_size`: noise). Chosen by measurement (docs/bench/grouping-2core.txt): on the shared
+  those edges (smaller than `min_size`: noise). Chosen by measurement (docs/bench/vector-index-2core.txt): on the shared
   identity photos (MobileFaceNet, k = 10) these components, mutual-k-NN components and Chinese whispers all give
   purity 1.000 and ARI 1.000 at cosine 0.50-0.55 (at 0.45 all components chain two people through one impostor
   pair at 0.454, the highest there; whispers does not). On synthetic identities with hundreds to thousands of faces
@@ -36,7 +36,7 @@ Neighbours = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]  # (quer
 
 @dataclass(frozen=True)
 class Grouping:
-    """The knobs; defaults chosen on the shared identity photos with MobileFaceNet (docs/bench)."""
+    """The knobs; defaults chosen on the shared identity photos (MobileFaceNet; docs/bench/vector-index-2core.txt)."""
 
     k: int = 10  # neighbours per face in the graph
     edge_cosine: float = 0.50  # a graph edge needs at least this cosine
