@@ -55,7 +55,7 @@ class FacerunGroup(click.Group):
         module = COMMANDS.get(name)
         if module is None:
             return None
-        command = importlib.import_module(f"facerun.commands.{module}").command
+        command = accept_globals_after(importlib.import_module(f"facerun.commands.{module}").command)
         return accept_allow_software_after(command) if name in GPU_COMMANDS else command
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -205,36 +205,76 @@ class _ReplicaNotice:
         self.used.clear()
 
 
+def _limit_callback(name: str):
+    def apply(ctx, param, value):
+        if value is not None:
+            from . import limits
+
+            limits.set_limit(name, value)  # the run's `finally` puts the variable's value back
+        return value
+
+    return apply
+
+
+def _pace_callback(which: str):
+    def apply(ctx, param, value):
+        if value is not None:
+            from .gpu.pace import get_pace, set_pace
+
+            concurrency, share = get_pace()
+            set_pace(value if which == "concurrency" else concurrency, value if which == "share" else share)
+        return value
+
+    return apply
+
+
+def _global_options(hidden: bool) -> list[click.Option]:
+    """The options every command takes, before its name (shown in `facerun --help`) or after it (hidden there, so
+    each command's own --help stays its own): one definition for both places."""
+    return [
+        click.Option(["--gpu-concurrency"], type=click.IntRange(1, None), default=None, hidden=hidden,
+                     expose_value=False, callback=_pace_callback("concurrency"),
+                     help="At most this many GPU runs at once (default: no limit)."),
+        click.Option(["--gpu-share"], type=FiniteRange(0.05, 1.0), default=None, hidden=hidden, expose_value=False,
+                     callback=_pace_callback("share"),
+                     help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F "
+                          "(default 1)."),
+        click.Option(["--max-tensor-mb"], type=FiniteRange(min=0, min_open=True), default=None, metavar="MB",
+                     hidden=hidden, expose_value=False, callback=_limit_callback("FACERUN_MAX_TENSOR_MB"),
+                     help="Refuse a model asking for a tensor larger than this, before allocating it (default 4096; "
+                          "FACERUN_MAX_TENSOR_MB too)."),
+        click.Option(["--max-pixels"], type=FiniteRange(min=0, min_open=True), default=None, metavar="N",
+                     hidden=hidden, expose_value=False, callback=_limit_callback("FACERUN_MAX_PIXELS"),
+                     help="Refuse an image of more pixels than this, from its header, before decoding it (default "
+                          "100000000; FACERUN_MAX_PIXELS too)."),
+    ]
+
+
+def accept_globals_after(command: click.Command) -> click.Command:
+    """Give a command (and a group's subcommands) hidden copies of the global options it does not declare itself,
+    so `facerun detect x.jpg --max-pixels N` means what `facerun --max-pixels N detect x.jpg` does."""
+    own = {name for param in command.params for name in getattr(param, "opts", ())}
+    command.params.extend(option for option in _global_options(hidden=True) if not own & set(option.opts))
+    for sub in getattr(command, "commands", {}).values():
+        accept_globals_after(sub)
+    return command
+
+
 @click.group(cls=FacerunGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="facerun")
-@click.option("--gpu-concurrency", type=click.IntRange(1, None), default=None,
-              help="At most this many GPU runs at once (default: no limit).")
-@click.option("--gpu-share", type=FiniteRange(0.05, 1.0), default=None,
-              help="Keep the GPU busy at most this share of the time: after a run of t, rest t*(1-F)/F (default 1).")
-@click.option("--max-tensor-mb", type=FiniteRange(min=0, min_open=True), default=None, metavar="MB",
-              help="Refuse a model asking for a tensor larger than this, before allocating it (default 4096; "
-                   "FACERUN_MAX_TENSOR_MB too).")
-@click.option("--max-pixels", type=FiniteRange(min=0, min_open=True), default=None, metavar="N",
-              help="Refuse an image of more pixels than this, from its header, before decoding it (default "
-                   "100000000; FACERUN_MAX_PIXELS too).")
 @allow_software_option()
-def main(gpu_concurrency, gpu_share, max_tensor_mb, max_pixels, allow_software):
+def main(allow_software):
     """facerun: find, embed and match faces, and run and benchmark face networks on the CPU and on any GPU.
     Shipped, and the defaults on a fresh install: the YuNet detector and the MobileFaceNet embedder; the SFace
     and AuraFace embedders and five more detector families are known models to fetch (`facerun models list`).
 
     MODEL arguments take a path to an .onnx file, a known model's name (yunet-2023mar, sface-2021dec, ...) or a
     built-in replica name (every-op, yunet-arch, sface-arch, auraface-arch, and their -small variants), so nothing
-    needs downloading.
+    needs downloading. The global options may also follow the command's name.
     """
-    from . import limits
 
-    limits.set_limit("FACERUN_MAX_TENSOR_MB", max_tensor_mb)  # None: the variable's, or the default
-    limits.set_limit("FACERUN_MAX_PIXELS", max_pixels)
-    if gpu_concurrency is not None or gpu_share is not None:
-        from .gpu import set_pace
 
-        set_pace(gpu_concurrency, gpu_share)
+main.params[1:1] = _global_options(hidden=False)  # after --version, before --allow-software, as they always were
 
 
 if __name__ == "__main__":

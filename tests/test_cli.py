@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 from facerun.cli import COMMANDS, main
 from facerun.gpu import pace
@@ -32,6 +34,28 @@ def test_global_pace_options_set_the_gpu_pace():
         pace.set_pace(None, None)
     bad = CliRunner().invoke(main, ["--gpu-share", "2", "inspect", "every-op"])
     assert bad.exit_code != 0
+
+
+def test_global_options_work_after_the_command_too(tmp_path):
+    from facerun import limits
+
+    try:
+        args = ["inspect", "every-op", "--json", "--gpu-concurrency", "3", "--gpu-share", "0.5"]
+        out = CliRunner().invoke(main, args)
+        assert out.exit_code == 0, out.output
+        assert pace.get_pace() == (3, 0.5)
+    finally:
+        pace.set_pace(None, None)
+    photo = tmp_path / "small.png"
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(photo)
+    before = CliRunner().invoke(main, ["--max-pixels", "1000", "detect", str(photo), "--device", "cpu"])
+    after = CliRunner().invoke(main, ["detect", str(photo), "--device", "cpu", "--max-pixels", "1000"])
+    assert after.exit_code == before.exit_code == 1 and after.stderr == before.stderr
+    assert limits.max_pixels() == limits.DEFAULT_MAX_PIXELS  # for that run only
+    # a subcommand of a group takes them too, and no command's own --help lists them
+    tensor = CliRunner().invoke(main, ["bench", "models", "every-op", "--paths", "cpu", "--max-tensor-mb", "0.001"])
+    assert "past the limit of 1.0 KiB" in tensor.output, tensor.output  # bench says so in the row it skips
+    assert "--max-pixels" not in CliRunner().invoke(main, ["detect", "--help"]).output
 
 
 def test_parity_on_an_embedder_replica_feeds_its_normalised_range():
