@@ -76,12 +76,15 @@ def test_yunet_heads_fold_their_sigmoids_and_transposes(models_dir):
     unary = [s for s in prog.steps if type(s) is P.Unary]
     copies = [s for s in prog.steps if type(s) is P.Copy]
     assert len(unary) == 6 and len(copies) == 6  # the heads: 6 Sigmoids, 6 NCHW -> NHWC Transposes
+    adds = [s for s in prog.steps if type(s) is P.Binary]
+    assert len(adds) == 2  # the FPN's upsample-and-adds: each folded into its resize (test_gpu_resize_add.py)
     found = fusions(prog)
-    assert sorted(id(f.step) for f in found.values()) == sorted(id(s) for s in unary + copies)
+    assert sorted(id(f.step) for f in found.values()) == sorted(id(s) for s in unary + copies + adds)
     assert all(f.nhwc == (type(f.step) is P.Copy) for f in found.values())
+    assert all((f.addend is not None) == (type(f.step) is P.Binary) for f in found.values())
     low = lower(prog, Limits(), keep_data)
-    assert "unary" not in low.kernels and "copy" not in low.kernels
-    assert len(low.dispatches) == len(prog.steps) - 12 + sum(d.kernel == K.SPLIT_REDUCE for d in low.dispatches)
+    assert "unary" not in low.kernels and "copy" not in low.kernels and "binary" not in low.kernels
+    assert len(low.dispatches) == len(prog.steps) - 14 + sum(d.kernel == K.SPLIT_REDUCE for d in low.dispatches)
 
 
 def test_folded_heads_give_the_cpu_answer(gpu_model, models_dir):

@@ -1,6 +1,7 @@
 """What the lowering folds, read off a step program alone: the steps a convolution takes into itself (`fusions`: an
-activation after it, a transpose of its output to NHWC) and the batch norm before it (`prologues`, applied by a
-Winograd input transform). Pure functions of the program; lower.py acts on them.
+activation after it, a transpose of its output to NHWC), the Add a nearest resize takes (an FPN's upsample and add),
+and the batch norm before a convolution (`prologues`, applied by a Winograd input transform). Pure functions of the
+program; lower.py acts on them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from .plan import merge_dims
 
 @dataclass(frozen=True)
 class Fusion:
-    """A step folded into the convolution before it: the convolution applies `act` (a Unary's) or writes NHWC (a
-    Copy that transposes its NCHW output), straight into the folded step's output."""
+    """A step folded into the kernel before it: a convolution applies `act` (a Unary's) or writes NHWC (a Copy that
+    transposes its NCHW output), a resize adds `addend` (an Add's other operand), straight into the folded step's
+    output."""
 
     step: P.Step  # the folded step: it makes no dispatch
     act: P.Activation | None = None
     nhwc: bool = False
+    addend: int | None = None  # the value a resize adds as it writes
 
 
 def _nhwc_transpose(prog: P.Program, conv: P.Conv, copy: P.Copy) -> bool:
@@ -43,26 +46,49 @@ def _readers(prog: P.Program) -> tuple[dict[int, list[P.Step]], set[int]]:
 
 
 def fusions(prog: P.Program) -> dict[int, Fusion]:
-    """The steps folded into the convolution before them, by id of that convolution. A convolution without a
-    residual whose output only one step reads, and is no program output, takes that step when it is a Unary
-    (elementwise, not PReLU: its channels may be reshaped) and the convolution has no activation of its own, or a
-    Copy transposing its output to NHWC (every convolution kernel writes either layout)."""
+    """The steps folded into the step before them, by id of that step. A convolution without a residual whose
+    output only one step reads, and is no program output, takes that step when it is a Unary (elementwise, not
+    PReLU: its channels may be reshaped) and the convolution has no activation of its own, or a Copy transposing its
+    output to NHWC (every convolution kernel writes either layout). A nearest resize read so takes an Add of its
+    output and a value of the same shape made before it (`_resize_add`)."""
     values = prog.values
     readers, outputs = _readers(prog)
+    made_at = {values[st.out].base: i for i, st in enumerate(prog.steps)}
     found: dict[int, Fusion] = {}
-    for st in prog.steps:
-        if type(st) is not P.Conv or st.residual is not None:
+    for i, st in enumerate(prog.steps):
+        if type(st) not in (P.Conv, P.Resize) or getattr(st, "residual", None) is not None:
             continue
         storage = values[st.out].base
         rs = readers.get(storage, [])
         if storage in outputs or len(rs) != 1:
             continue
         r = rs[0]
+        if type(st) is P.Resize:
+            addend = _resize_add(prog, st, r, made_at, i)
+            if addend is not None:
+                found[id(st)] = Fusion(r, addend=addend)
+            continue
         if type(r) is P.Unary and st.act is None and r.act.kind != "prelu":
             found[id(st)] = Fusion(r, act=r.act)
         elif type(r) is P.Copy and _nhwc_transpose(prog, st, r):
             found[id(st)] = Fusion(r, nhwc=True)
     return found
+
+
+def _resize_add(prog: P.Program, resize: P.Resize, add: P.Step, made_at: dict[int, int], at: int) -> int | None:
+    """The operand `add` adds to `resize`'s output, when the resize can write the sum itself: a plain Add (no
+    activation) of the output as it is (no view) and another value of the same shape, not broadcast, that exists
+    before the resize runs (made by an earlier step, or an input or constant)."""
+    if type(add) is not P.Binary or add.kind != "add" or getattr(add, "act", None) is not None:
+        return None
+    if (add.a == resize.out) == (add.b == resize.out):  # the output on neither side, or on both
+        return None
+    other = add.b if add.a == resize.out else add.a
+    values = prog.values
+    shape = values[add.out].shape
+    if values[resize.out].shape != shape or values[other].shape != shape:
+        return None
+    return other if made_at.get(values[other].base, -1) < at else None
 
 
 def prologues(prog: P.Program) -> dict[int, P.Affine]:

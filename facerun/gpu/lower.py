@@ -313,8 +313,11 @@ class _Lowering:
         if maps.size and (maps.min() < 0 or st.src_y.max() >= xs[-2] or st.src_x.max() >= xs[-1]):
             raise PlanError("a resize index map points outside its input")
         total = prod(shape)
-        p = dict(total=total, h=xs[-2], w=xs[-1], oh=shape[-2], ow=shape[-1])
-        self._flat(K.RESIZE, total, p, [self._read(st.x), self._const("resize maps", maps.astype(np.uint32))], out)
+        fused = self.fused.get(id(st))  # the Add after it, folded in: its other operand added as it is written
+        addend = self._read(fused.addend) if fused is not None and fused.addend is not None else None
+        p = dict(total=total, h=xs[-2], w=xs[-1], oh=shape[-2], ow=shape[-1], add=int(addend is not None))
+        reads = [self._read(st.x), self._const("resize maps", maps.astype(np.uint32)), addend]
+        self._flat(K.RESIZE, total, p, reads, out)
 
     def _linear_resize(self, st: P.LinearResize, out) -> None:
         xs = self.prog.values[st.x].shape
