@@ -128,6 +128,16 @@ def _bucket(name: str, text: str) -> int:
     return value
 
 
+REPLAY_MODES = ("auto", "native", "api")  # gpu/replay.py: how a run's commands are recorded
+
+
+def _replay(name: str, text: str) -> str:
+    word = text.strip().lower()
+    if word not in REPLAY_MODES:
+        raise InputError(f"{name} must be one of {', '.join(REPLAY_MODES)}, not '{text.strip()}'")
+    return word
+
+
 # ------------------------------------------------------------------------------------------------ the table
 
 SETTINGS: tuple[Setting, ...] = (
@@ -167,6 +177,9 @@ SETTINGS: tuple[Setting, ...] = (
             "padded size rounded up to this (32: a program per size)", _bucket),
     Setting("FACERUN_DEBUG", "flag (any value)", False, "show the traceback of an internal error", _any,
             raw=True),
+    Setting("FACERUN_GPU_REPLAY", "`auto` `native` `api`", "auto", "how GPU runs are recorded: `native` calls "
+            "wgpu-native directly, `api` goes through wgpu-py's API (the same commands); `auto`: native where this "
+            "wgpu-py's C signatures are the expected ones", _replay),
     Setting("FACERUN_GPU_INJECT_FAILURE", "`submit` `readback`", "",
             "tests: make the first GPU submission (or read-back) fail, once", _word, "none"),
 )

@@ -23,6 +23,7 @@ from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 from .photo import PhotoInput
+from .replay import Replay, native_calls
 
 
 def _wgpu():
@@ -36,34 +37,6 @@ def short_error(e: BaseException) -> str:
     text = str(e).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
-
-
-class _RawCalls:
-    """wgpu-native's pass-recording calls without wgpu-py's per-call error capture (which costs more than the call):
-    a program of 250 dispatches encodes in a third of the time; beginning and ending the pass and the output copies
-    this way save another 0.3 ms a run on YuNet. Errors made while encoding are reported by the device at
-    finish/submit, where the runner watches for them."""
-
-    def __init__(self):
-        from wgpu.backends.wgpu_native._ffi import ffi, lib
-
-        self.set_pipeline = lib.wgpuComputePassEncoderSetPipeline
-        self.set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
-        self.dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
-        self.begin = lib.wgpuCommandEncoderBeginComputePass
-        self.end = lib.wgpuComputePassEncoderEnd
-        self.release = lib.wgpuComputePassEncoderRelease
-        self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
-        self.null = ffi.NULL
-        self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
-
-
-def _raw_pass_calls() -> _RawCalls | None:
-    """The raw calls, or None if this wgpu build lacks them."""
-    try:
-        return _RawCalls()
-    except Exception:
-        return None
 
 
 class GpuProgram:
@@ -91,11 +64,11 @@ class GpuProgram:
         slot = K.UNIFORM_SLOT
         self.params = b"".join(d.params.ljust(slot, b"\0") for d in self.dispatches) if self.dispatches else bytes(slot)
         self.pipes = self.dev.pipelines([d.kernel for d in self.dispatches])
-        self.raw = _raw_pass_calls()
-        # dispatches reading weights uploaded per run (past the residency budget) get their bind groups per run
+        # dispatches reading weights uploaded per run (past the residency budget) get their bind groups per run:
+        # no replay list then (the plain path, `_encode`)
         self._transient = [any(isinstance(r, Transient) for r in d.reads) for d in self.dispatches]
-        if any(self._transient):
-            self.raw = None  # per-run bind groups: the plain path
+        self.native = None if any(self._transient) else native_calls()
+        self.replay: Replay | None = None  # the run as a list (replay.py), made with the bind groups
         self.generation = None  # the arena's generation the bind groups were made in
         self.photo = PhotoInput(self)  # a photo laid out on the device, a smaller photo masked (photo.py)
         with self.lock:
@@ -113,9 +86,13 @@ class GpuProgram:
         self.recorded = []  # (pipeline, bind group or None, groups, dispatch index)
         for i, (d, pipe, transient) in enumerate(zip(self.dispatches, self.pipes, self._transient)):
             self.recorded.append((pipe, None if transient else self._shared_group(i, d), d.groups, i))
-        # the native handles, for the raw path (the Python objects above keep them alive)
-        self.handles = ([(pipe._internal, bg._internal, gx, gy) for pipe, bg, (gx, gy), _ in self.recorded]
-                        if self.raw else [])
+        self.replay = (None if any(self._transient) else
+                       Replay(self.recorded, self.outputs, self.prog.values, self.buffers, self.native))
+
+    @property
+    def raw(self) -> bool:
+        """Whether runs are recorded natively (the next run's commands are then recorded ahead, cheaply)."""
+        return self.native is not None and self.replay is not None
 
     def current(self, photo: tuple[int, int] | None = None) -> None:
         """Before a run (lock held): rebind when the arena grew since, and load this program's parameters (masked to
@@ -190,46 +167,25 @@ class GpuProgram:
     def encode_pass(self, enc, repeat: int = 1, first=None) -> None:
         """One compute pass over the dispatches (`repeat` times over, for timing); `first`: (pipeline, bind group,
         workgroups) of a dispatch to run before them (a photo's layout, run_image)."""
-        raw = self.raw
-        if not raw:
-            cp = enc.begin_compute_pass(label="facerun")
-            if first is not None:
-                cp.set_pipeline(first[0])
-                cp.set_bind_group(0, first[1])
-                cp.dispatch_workgroups(first[2], first[3], 1)
-            for _ in range(repeat):
-                self._encode(cp)
-            cp.end()
+        if self.replay is not None:
+            self.replay.encode(enc, first, repeat)
             return
-        set_pipeline, set_bind_group, dispatch, null = raw.set_pipeline, raw.set_bind_group, raw.dispatch, raw.null
-        h = raw.begin(enc._internal, raw.pass_desc)
-        try:
-            if first is not None:
-                set_pipeline(h, first[0]._internal)
-                set_bind_group(h, 0, first[1]._internal, 0, null)
-                dispatch(h, first[2], first[3], 1)
-            for _ in range(repeat):
-                last = None
-                for pipe, bg, gx, gy in self.handles:
-                    if pipe != last:
-                        set_pipeline(h, pipe)
-                        last = pipe
-                    set_bind_group(h, 0, bg, 0, null)
-                    dispatch(h, gx, gy, 1)
-            raw.end(h)
-        finally:
-            raw.release(h)
+        cp = enc.begin_compute_pass(label="facerun")
+        if first is not None:
+            cp.set_pipeline(first[0])
+            cp.set_bind_group(0, first[1])
+            cp.dispatch_workgroups(first[2], first[3], 1)
+        for _ in range(repeat):
+            self._encode(cp)
+        cp.end()
 
     def copy_outputs(self, enc, staging, at: int) -> None:
-        copy = self.raw.copy if self.raw else None
+        if self.replay is not None:
+            self.replay.copy_outputs(enc, staging, at)
+            return
         for _, vid, slot, offset in self.outputs:
-            if slot is None:
-                continue
-            src, nbytes = self.buffers[slot], self.prog.values[vid].nbytes
-            if copy is not None:
-                copy(enc._internal, src._internal, 0, staging._internal, at + offset, nbytes)
-            else:
-                enc.copy_buffer_to_buffer(src, 0, staging, at + offset, nbytes)
+            if slot is not None:
+                enc.copy_buffer_to_buffer(self.buffers[slot], 0, staging, at + offset, self.prog.values[vid].nbytes)
 
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
@@ -253,6 +209,8 @@ class GpuProgram:
 
     def _unpack(self, flat: np.ndarray, at: int = 0) -> dict[str, np.ndarray]:
         """The outputs by name from read-back data whose outputs start at byte `at`."""
+        if self.replay is not None:
+            return self.replay.unpack(flat, at)
         out = {}
         for name, vid, slot, offset in self.outputs:
             v = self.prog.values[vid]

@@ -1,0 +1,187 @@
+"""A program's replay list: everything a run records, resolved once when the program's bind groups are made.
+
+A run records the same commands every time: the same pipelines, bind groups and workgroup counts, the same output
+copies into the read-back buffer, and it cuts the same slices out of what comes back. `Replay` holds them as plain
+tuples (native handles where wgpu-native's C calls can be used, wgpu-py objects otherwise), so recording a run is a
+tight loop with no Python objects made per dispatch, and a pipeline bound by the dispatch before is not bound again.
+
+Two ways to record the same list: wgpu-native's C functions called directly through wgpu-py's own cffi `lib`
+(`Native`: no per-call error capture, no cffi array per set_bind_group), or wgpu-py's API (the fallback). Both give
+the very same command stream, so the outputs are the same bits. `FACERUN_GPU_REPLAY` picks: `auto` (native where the
+C signatures are the ones this was written against), `native`, `api`. A wgpu-py whose signatures differ falls back
+to the API and says so once. Errors made while recording are reported by the device at finish/submit, where the
+runner watches for them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .. import settings
+
+log = logging.getLogger("facerun.gpu")
+
+# the C signatures (cffi's spelling) this module calls, as wgpu-py 0.32's wgpu-native declares them
+SIGNATURES = {
+    "wgpuComputePassEncoderSetPipeline":
+        "void(*)(struct WGPUComputePassEncoderImpl *, struct WGPUComputePipelineImpl *)",
+    "wgpuComputePassEncoderSetBindGroup":
+        "void(*)(struct WGPUComputePassEncoderImpl *, uint32_t, struct WGPUBindGroupImpl *, size_t, uint32_t *)",
+    "wgpuComputePassEncoderDispatchWorkgroups":
+        "void(*)(struct WGPUComputePassEncoderImpl *, uint32_t, uint32_t, uint32_t)",
+    "wgpuCommandEncoderBeginComputePass":
+        "struct WGPUComputePassEncoderImpl *(*)(struct WGPUCommandEncoderImpl *, WGPUComputePassDescriptor *)",
+    "wgpuComputePassEncoderEnd": "void(*)(struct WGPUComputePassEncoderImpl *)",
+    "wgpuComputePassEncoderRelease": "void(*)(struct WGPUComputePassEncoderImpl *)",
+    "wgpuCommandEncoderCopyBufferToBuffer":
+        "void(*)(struct WGPUCommandEncoderImpl *, struct WGPUBufferImpl *, uint64_t, struct WGPUBufferImpl *, "
+        "uint64_t, uint64_t)",
+    "wgpuQueueSubmitForIndex": "uint64_t(*)(struct WGPUQueueImpl *, size_t, struct WGPUCommandBufferImpl * *)",
+}
+
+
+class Native:
+    """wgpu-native's recording calls, taken from wgpu-py's cffi `lib` after their signatures were compared with
+    SIGNATURES (a different wgpu-py raises here, and the API path is used)."""
+
+    def __init__(self, ffi=None, lib=None):
+        if ffi is None or lib is None:
+            from wgpu.backends.wgpu_native._ffi import ffi, lib
+        for name, want in SIGNATURES.items():
+            got = ffi.typeof(getattr(lib, name)).cname
+            if got != want:
+                raise TypeError(f"{name} is {got}, not {want}")
+        self.ffi = ffi
+        self.set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+        self.set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
+        self.dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+        self.begin = lib.wgpuCommandEncoderBeginComputePass
+        self.end = lib.wgpuComputePassEncoderEnd
+        self.release = lib.wgpuComputePassEncoderRelease
+        self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
+        self.submit_for_index = lib.wgpuQueueSubmitForIndex
+        self.null = ffi.NULL
+        self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
+        self.one_buffer = ffi.new("WGPUCommandBuffer[1]")
+
+    def submit(self, queue, commands) -> int:
+        """Submit one command buffer; the submission's index (for readback.read to wait on it alone)."""
+        self.one_buffer[0] = commands._internal
+        return int(self.submit_for_index(queue._internal, 1, self.one_buffer))
+
+
+_native: Native | None = None
+_said: set[str] = set()
+
+
+def _say_once(key: str, message: str, *args) -> None:
+    if key not in _said:
+        _said.add(key)
+        log.warning(message, *args)
+
+
+def native_calls() -> Native | None:
+    """The native calls to record with, or None: the API path (FACERUN_GPU_REPLAY=api, or native calls this
+    wgpu-py does not have as expected, said once)."""
+    global _native
+    if settings.get("FACERUN_GPU_REPLAY") == "api":
+        return None
+    if _native is None:
+        try:
+            _native = Native()
+        except Exception as e:  # an import, a missing name, a signature of another wgpu-native
+            _say_once("native", "GPU runs are recorded through wgpu-py's API: its native calls differ (%s)", e)
+            return None
+    return _native
+
+
+class Replay:
+    """One program's run as a list, resolved once. steps: (pipeline, bind group, x groups, y groups), the pipeline
+    None where the step before bound the same one; copies: (output buffer, staging offset, bytes); slices: (name,
+    first float, count, shape) of each output in the read-back data; consts: outputs the compiler folded.
+    `native`: a Native (steps and copies hold wgpu-native handles) or None (they hold wgpu-py objects)."""
+
+    def __init__(self, recorded: list, outputs: list, values, buffers, native: Native | None):
+        self.native = native
+        self.steps = []
+        last = None
+        for pipe, group, (gx, gy), _ in recorded:
+            same = pipe is last
+            last = pipe
+            if native is not None:
+                self.steps.append((None if same else pipe._internal, group._internal, gx, gy))
+            else:
+                self.steps.append((None if same else pipe, group, gx, gy))
+        self.copies, self.slices, self.consts = [], [], []
+        for name, vid, slot, offset in outputs:
+            v = values[vid]
+            if slot is None:
+                self.consts.append((name, np.array(v.data, np.float32).reshape(v.shape)))
+                continue
+            src = buffers[slot]
+            self.copies.append((src._internal if native is not None else src, offset, v.nbytes))
+            self.slices.append((name, offset // 4, v.size, tuple(v.shape)))
+        self.keep = (recorded, [buffers[slot] for _, _, slot, _ in outputs if slot is not None])  # alive
+
+    def encode(self, enc, first=None, repeat: int = 1) -> None:
+        """One compute pass over the steps into the command encoder `enc` (`repeat` times over, for timing);
+        `first`: (pipeline, bind group, x groups, y groups) of wgpu-py objects to dispatch before them."""
+        n = self.native
+        if n is None:
+            cp = enc.begin_compute_pass(label="facerun")
+            if first is not None:
+                cp.set_pipeline(first[0])
+                cp.set_bind_group(0, first[1])
+                cp.dispatch_workgroups(first[2], first[3], 1)
+            for _ in range(repeat):
+                for pipe, group, gx, gy in self.steps:  # the first step always names its pipeline
+                    if pipe is not None:
+                        cp.set_pipeline(pipe)
+                    cp.set_bind_group(0, group)
+                    cp.dispatch_workgroups(gx, gy, 1)
+            cp.end()
+            return
+        set_pipeline, set_bind_group, dispatch, null = n.set_pipeline, n.set_bind_group, n.dispatch, n.null
+        h = n.begin(enc._internal, n.pass_desc)
+        try:
+            if first is not None:
+                set_pipeline(h, first[0]._internal)
+                set_bind_group(h, 0, first[1]._internal, 0, null)
+                dispatch(h, first[2], first[3], 1)
+            for _ in range(repeat):
+                for pipe, group, gx, gy in self.steps:
+                    if pipe is not None:
+                        set_pipeline(h, pipe)
+                    set_bind_group(h, 0, group, 0, null)
+                    dispatch(h, gx, gy, 1)
+            n.end(h)
+        finally:
+            n.release(h)
+
+    def copy_outputs(self, enc, staging, at: int) -> None:
+        """The outputs copied into `staging` from byte `at` on."""
+        n = self.native
+        if n is not None:
+            e, s, copy = enc._internal, staging._internal, n.copy
+            for src, offset, nbytes in self.copies:
+                copy(e, src, 0, s, at + offset, nbytes)
+        else:
+            for src, offset, nbytes in self.copies:
+                enc.copy_buffer_to_buffer(src, 0, staging, at + offset, nbytes)
+
+    def unpack(self, flat: np.ndarray, at: int = 0) -> dict[str, np.ndarray]:
+        """The outputs by name from read-back floats whose outputs start at byte `at` (`flat` is the run's own)."""
+        out = {name: value.copy() for name, value in self.consts}
+        base = at // 4
+        for name, first, size, shape in self.slices:
+            out[name] = flat[base + first : base + first + size].reshape(shape)
+        return out
+
+    def submit(self, queue, commands) -> int | None:
+        """Submit `commands`; the submission's index when submitted natively (None through the API)."""
+        if self.native is not None:
+            return self.native.submit(queue, commands)
+        queue.submit([commands])
+        return None

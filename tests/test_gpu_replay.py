@@ -1,0 +1,107 @@
+"""The replay list (gpu/replay.py): runs recorded through wgpu-native's C calls give the API path's outputs bit for
+bit, on a YuNet program (blob and photo laid out on the device, masked too) and an embedder; and a wgpu-py whose C
+signatures differ falls back to the API, saying so once."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import facerun
+from facerun import agree
+from facerun.errors import InputError
+from facerun.face.images import load_image
+from facerun.gpu import GpuModel, replay
+
+MODELS = Path("/work/shared/models")
+PHOTO = sorted(Path("/work/shared/data/wider/images").rglob("*.jpg"))[0]
+
+
+@pytest.fixture
+def fresh_native(monkeypatch):
+    """replay's process-wide state cleared for the test (and restored after it)."""
+    monkeypatch.setattr(replay, "_native", None)
+    monkeypatch.setattr(replay, "_said", set())
+
+
+def _compiled(gpu, monkeypatch, mode: str, prog):
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", mode)
+    gp = GpuModel(dev=gpu).compile(prog)  # a model of its own: nothing cached from the other mode
+    assert gp.raw == (mode == "native")
+    assert (gp.replay.native is not None) == (mode == "native")
+    return gp
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+
+
+def test_yunet_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native):
+    net = facerun.load("yunet-2023mar")
+    prog = net.program((1, 3, 128, 160))
+    x = {prog.inputs[0][0]: agree.seeded_input((1, 3, 128, 160), 5) * 127 + 128}
+    rgb = np.ascontiguousarray(load_image(PHOTO)[:100, :150])
+    runs = {}
+    for mode in ("api", "native"):
+        gp = _compiled(gpu, monkeypatch, mode, prog)
+        runs[mode] = (gp.run(x), gp.run(x),  # the second run replays commands recorded ahead
+                      gp.run_image(rgb), gp.run_image(rgb[:90, :120], photo=(96, 128)))
+    for a, b in zip(runs["api"], runs["native"]):
+        _same(a, b)
+    assert all(np.abs(v).max() > 0 for v in runs["native"][3].values())  # a real run, not zeros
+
+
+def test_embedder_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native):
+    net = facerun.load(str(MODELS / "MobileFaceNet.onnx"))
+    prog = net.program((1, 3, 112, 112))
+    x = {prog.inputs[0][0]: agree.seeded_input((1, 3, 112, 112), 7)}
+    api = _compiled(gpu, monkeypatch, "api", prog).run(x)
+    native = _compiled(gpu, monkeypatch, "native", prog).run(x)
+    _same(api, native)
+    assert float(np.abs(next(iter(native.values()))).max()) > 0
+
+
+def test_other_c_signatures_fall_back_to_the_api_and_say_so_once(gpu, monkeypatch, fresh_native, caplog):
+    monkeypatch.setitem(replay.SIGNATURES, "wgpuComputePassEncoderSetBindGroup",
+                        "void(*)(struct WGPUComputePassEncoderImpl *, uint32_t, struct WGPUBindGroupImpl *)")
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", "auto")
+    net = facerun.load("yunet-2023mar")
+    prog = net.program((1, 3, 64, 64))
+    x = {prog.inputs[0][0]: agree.seeded_input((1, 3, 64, 64), 3) * 127 + 128}
+    with caplog.at_level(logging.WARNING, logger="facerun.gpu"):
+        model = GpuModel(dev=gpu)
+        gp = model.compile(prog)
+        assert replay.native_calls() is None
+        got = gp.run(x)
+        model.compile(net.program((1, 3, 96, 64)))
+    said = [r for r in caplog.records if "native calls differ" in r.getMessage()]
+    assert len(said) == 1 and "wgpuComputePassEncoderSetBindGroup" in said[0].getMessage()
+    assert not gp.raw and gp.replay is not None and gp.replay.native is None
+    monkeypatch.undo()  # the real signatures back: the native path gives the same bits
+    monkeypatch.setattr(replay, "_native", None)
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", "native")
+    _same(got, GpuModel(dev=gpu).compile(prog).run(x))
+
+
+def test_missing_native_calls_fall_back(gpu, monkeypatch, fresh_native):
+    def no_native(*a, **k):
+        raise ImportError("no wgpu_native backend")
+
+    monkeypatch.setattr(replay.Native, "__init__", no_native)
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", "auto")
+    assert replay.native_calls() is None
+
+
+def test_the_replay_setting_is_checked(monkeypatch):
+    from facerun import settings
+
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", "fast")
+    with pytest.raises(InputError, match="FACERUN_GPU_REPLAY must be one of auto, native, api"):
+        settings.get("FACERUN_GPU_REPLAY")
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", " API ")
+    assert settings.get("FACERUN_GPU_REPLAY") == "api"
