@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import agree, counters, cpu
+from . import agree, counters, cpu, phases
 from .errors import InputError, ModelError
 from .lru import InFlight, LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
@@ -222,13 +222,21 @@ class Net:
         """Run the model. x: an NCHW array (batch first; a CHW array is a batch of one), a list of CHW arrays, or a
         dict by input name/index. Returns the outputs by name (and by index)."""
         feeds = self._inputs(x)
+        clock = phases.current()  # the feeding thread's phases (phases.py)
+        t = phases.perf_counter_ns() if clock else 0
         prog = self.program(feeds[self.input_name].shape)
+        if clock:
+            t = clock.lap(phases.PROGRAM, t)
         use_gpu = self.gpu is not None and device != "cpu"
         if use_gpu:
             out = self.gpu.run(prog, feeds)
             if out is not None:
                 return self._typed(prog, out)
-        return self._typed(prog, cpu.run_program(prog, feeds))
+            t = phases.perf_counter_ns() if clock else 0
+        out = cpu.run_program(prog, feeds)
+        if clock:
+            clock.lap(phases.CPU, t)
+        return self._typed(prog, out)
 
     def run_photo(self, rgb: np.ndarray, shape, blob_of=None, bucket=None) -> Outputs:
         """The model on one photo (h x w x 3 uint8) at input `shape` (1 x 3 x H x W, H and W at least the photo's),
@@ -242,17 +250,46 @@ class Net:
             layout = PhotoLayout(blob=blob_of)
         gpu = self.gpu
         if gpu is not None:
+            clock = phases.current()
+            t = phases.perf_counter_ns() if clock else 0
             big = tuple(bucket) if bucket is not None else self.photo_bucket(shape)
             if big is not None and big != tuple(shape):
                 prog = self.program(big)
+                if clock:
+                    clock.lap(phases.PROGRAM, t)
                 out = gpu.run_photo(prog, rgb, layout, photo=tuple(shape[2:]))
                 if out is not None:
                     return self._typed(prog, out)
+                t = phases.perf_counter_ns() if clock else 0
             prog = self.program(shape)
+            if clock:
+                clock.lap(phases.PROGRAM, t)
             out = gpu.run_photo(prog, rgb, layout)
             if out is not None:
                 return self._typed(prog, out)
         return self.run(layout.blob(rgb))
+
+    def submit_photos(self, rgbs: list, shapes: list, bucket):
+        """Photos of one bucket (`bucket`: the input they all run in, each masked to its own `shapes[i]`) through
+        the model in one submission where the runner batches photos (the GPU), else one by one: a function giving
+        each photo's outputs, in order, the very ones run_photo gives. While the device runs them the caller may
+        prepare (and submit) the next batch."""
+        submit = getattr(self._runner, "submit_photos", None)
+        layout = self.workload.photo
+        if submit is not None and layout is not None and bucket is not None and self._runner.masks_photos():
+            prog = self.program(tuple(bucket))
+            items = [(rgb, None if tuple(s) == tuple(bucket) else tuple(s[2:])) for rgb, s in zip(rgbs, shapes)]
+            result = submit(prog, items, layout)
+            if result is not None:
+                def done() -> list:
+                    outs = result()
+                    if outs is None:  # the GPU dropped at read-back: the CPU
+                        return [self.run_photo(r, s, bucket=bucket) for r, s in zip(rgbs, shapes)]
+                    return [self._typed(prog, o) for o in outs]
+
+                return done
+        outs = [self.run_photo(r, s, bucket=bucket) for r, s in zip(rgbs, shapes)]
+        return lambda: outs
 
     @property
     def takes_photos(self) -> bool:

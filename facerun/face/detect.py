@@ -179,6 +179,24 @@ class Detector(PhotoDetector):
             prepared.outputs = self.net.run(prepared.blob)
         return prepared
 
+    def submit_networks(self, prepared: list[Prepared]):
+        """run_network on several photos, those of one GPU bucket in one submission (Net.submit_photos): a function
+        that waits for them and gives them back, outputs set, in order (the very outputs run_network gives)."""
+        bucket = prepared[0].bucket if prepared else None
+        if (self.runtime == "facerun" and len(prepared) > 1 and bucket is not None
+                and all(p.image is not None and p.bucket == bucket for p in prepared)):
+            done = self.net.submit_photos([p.image for p in prepared], [p.shape for p in prepared], bucket)
+
+            def finish() -> list[Prepared]:
+                for p, out in zip(prepared, done()):
+                    p.outputs = out
+                return prepared
+
+            return finish
+        for p in prepared:
+            self.run_network(p)
+        return lambda: prepared
+
     def faces_from(self, prepared: Prepared) -> list[Face]:
         """Decode the outputs (NMS included) into faces in the original photo's pixels."""
         faces = self.family.decode(prepared.outputs, prepared.frame, self.score_threshold, self.nms_threshold,

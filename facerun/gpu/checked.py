@@ -345,6 +345,25 @@ class CheckedGpu:
             return None
         return self._guarded(prog, lambda: self.photos.run(prog, rgb, layout, photo))
 
+    def submit_photos(self, prog: P.Program, items: list, layout: PhotoLayout):
+        """`prog` (a bucket's program) on photos [(rgb, photo or None)] in one submission (photo.PhotoChecks.submit):
+        a function giving their outputs in order (None from it: the GPU was dropped at read-back), or None now: run
+        them one by one."""
+        if not self.photos.takes(any(photo is not None for _, photo in items)):
+            return None
+        submitted = self._guarded(prog, lambda: self.photos.submit(prog, items, layout))
+        if submitted is None:
+            return None
+
+        def result():
+            try:
+                return submitted()
+            except GpuError as e:
+                self.drop(str(e))
+                return None
+
+        return result
+
     def takes_photos(self) -> bool:
         """Whether run_photo lays photos out on the device now."""
         return self.reason is None and self.photos.takes(False)

@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from .. import counters
+from .. import counters, phases
 from ..errors import GpuError
 from ..runner import PhotoLayout
 from . import kernels as K
@@ -82,6 +82,15 @@ class PhotoInput:
         self._maskable: dict[int, str | None] = {}
         self._ready = None  # (key, command buffer) recorded for the next photo while the GPU ran this one
         self._key = None
+        self._batch = None  # batch.PhotoBatch, made at the first batch of photos
+
+    def batch(self):
+        """This program's batched photo runs (batch.py)."""
+        if self._batch is None:
+            from .batch import PhotoBatch  # batch.py builds on this module
+
+            self._batch = PhotoBatch(self.gp)
+        return self._batch
 
     @property
     def input_hw(self) -> tuple[int, int] | None:
@@ -152,6 +161,8 @@ class PhotoInput:
 
         def prepare():
             gp.current(photo)
+            clock = phases.current()
+            t = phases.perf_counter_ns() if clock else 0
             bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
             queue = gp.dev.queue
             if whole:
@@ -159,11 +170,15 @@ class PhotoInput:
             if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
                 queue.write_buffer(bufs.image, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
             queue.write_buffer(bufs.params, 0, params)
+            if clock:
+                t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
             current = (bufs.generation, gp.generation)
             if commands is None or commands[0] != current:
                 commands = (current, self._commands(bufs, slot, gx, gy))
             self._key = commands[0]
+            if clock:
+                clock.lap(phases.RECORD, t)
             return commands[1], gp.staging
 
         def record_next():
@@ -174,6 +189,14 @@ class PhotoInput:
 
     def _commands(self, bufs: _Buffers, slot: int, gx: int, gy: int):
         """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied."""
+        gp = self.gp
+        enc = gp.dev.device.create_command_encoder(label="facerun photo")
+        gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGE), self.layout_group(bufs, slot), gx, gy))
+        gp.copy_outputs(enc, gp.staging, 0)
+        return enc.finish()
+
+    def layout_group(self, bufs: _Buffers, slot: int):
+        """The layout dispatch's bind group: the photo's bytes and parameters in, the input slot out."""
         gp = self.gp
         buf = gp.buffers[slot]
         key = ("image", bufs.generation, id(buf))
@@ -187,11 +210,7 @@ class PhotoInput:
             entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
             return gp.dev.device.create_bind_group(layout=gp.dev.layout, entries=entries)
 
-        group = gp.arena.bind_group(key, make)
-        enc = gp.dev.device.create_command_encoder(label="facerun photo")
-        gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGE), group, gx, gy))
-        gp.copy_outputs(enc, gp.staging, 0)
-        return enc.finish()
+        return gp.arena.bind_group(key, make)
 
 
 class PhotoChecks:
@@ -204,6 +223,7 @@ class PhotoChecks:
         self.layout = layout  # the workload's, or None: photos come only through run_photo's own layout
         self.image_layout: bool | None = None
         self.masks_agree: bool | None = None
+        self.batches_agree: bool | None = None  # the first batch of photos gave each photo's own run's outputs
 
     @property
     def masked(self) -> bool:
@@ -248,7 +268,11 @@ class PhotoChecks:
         way. The first photo is also run from `layout.blob(rgb)`, the CPU's layout: the two must give the very same
         outputs, or the device's layout of photos is not used again. photo: as in runner.Runner.run_photo."""
         align, crop = (self.layout.align, self.layout.crop) if photo is not None else (32, None)
-        gp = self.model.compile(prog)
+        clock = phases.current()
+        t = phases.perf_counter_ns() if clock else 0
+        gp = self.model.compile(prog)  # found: a decoder compiled it ahead (precompile)
+        if clock:
+            clock.lap(phases.PROGRAM, t)
         if photo is not None and (not self.masks_agree or gp.mask_reason(align) is not None):
             return None
         got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
@@ -262,4 +286,38 @@ class PhotoChecks:
             if not same:
                 log.warning("the GPU's layout of photos differs from the CPU's; photos go up as blobs")
                 got = want
-        return got if photo is None else crop(got, tuple(prog.input_shape[2:]), tuple(photo))
+        if photo is None:
+            return got
+        t = phases.perf_counter_ns() if clock else 0
+        got = crop(got, tuple(prog.input_shape[2:]), tuple(photo))
+        if clock:
+            clock.lap(phases.CUT, t)
+        return got
+
+    def submit(self, prog, items: list, layout: PhotoLayout):
+        """`prog` on photos `items` [(rgb, photo)] in one submission (batch.py), each masked to its `photo` (None:
+        the whole input): a function giving each photo's outputs (cut to its photo) in order, or None: run them one
+        by one (the first photo's layout check not done yet, or batches found wrong). The first batch is also run
+        photo by photo: both must give the very same outputs, or photos are not batched again."""
+        if self.image_layout is not True or self.batches_agree is False:
+            return None
+        masked = any(photo is not None for _, photo in items)
+        align, crop = (self.layout.align, self.layout.crop) if masked else (32, None)
+        gp = self.model.compile(prog)
+        if masked and (not self.masks_agree or gp.mask_reason(align) is not None):
+            return None
+        pending = gp.photo.batch().submit(items, layout.bgr, align)
+        hw = tuple(prog.input_shape[2:])
+
+        def result() -> list:
+            outs = pending.result()
+            if self.batches_agree is None:
+                singles = [gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align) for rgb, photo in items]
+                same = all(np.array_equal(a[k], b[k]) for a, b in zip(outs, singles) for k in b)
+                self.batches_agree = same
+                if not same:
+                    log.warning("a batch of photos differs from its photos' own runs; photos run one at a time")
+                    outs = singles
+            return [o if photo is None else crop(o, hw, tuple(photo)) for o, (_, photo) in zip(outs, items)]
+
+        return result

@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 
+from .. import phases
+
 
 class _Native:
     """wgpu-native's mapping calls, with one callback per thread (a run holds its program's lock while reading)."""
@@ -44,21 +46,29 @@ class _Native:
             cb = self.local.cb = (state, done, info)
         return cb
 
-    def read(self, device, buffer, nbytes: int) -> np.ndarray:
+    def read(self, device, buffer, nbytes: int, index: int | None = None) -> np.ndarray:
         ffi, lib = self.ffi, self.lib
         state, _, info = self._callback()
         state["status"] = None
         handle = buffer._internal
+        # waiting on the submission that wrote the buffer, not the last one (a later one may still be running)
+        until = ffi.NULL if index is None else ffi.new("WGPUSubmissionIndex *", index)
+        clock = phases.current()  # the feeding thread's phases: the wait, then the copy out
+        t = phases.perf_counter_ns() if clock else 0
         lib.wgpuBufferMapAsync(handle, lib.WGPUMapMode_Read, 0, nbytes, info[0])
         while state["status"] is None:
-            lib.wgpuDevicePoll(device._internal, True, ffi.NULL)
+            lib.wgpuDevicePoll(device._internal, True, until)
         if state["status"] != lib.WGPUMapAsyncStatus_Success:
             raise RuntimeError(f"could not map the read-back buffer (status {state['status']})")
+        if clock:
+            t = clock.lap(phases.WAIT, t)
         try:
             ptr = lib.wgpuBufferGetConstMappedRange(handle, 0, nbytes)
             return np.frombuffer(ffi.buffer(ptr, nbytes), np.float32).copy()
         finally:
             lib.wgpuBufferUnmap(handle)
+            if clock:
+                clock.lap(phases.READBACK, t)
 
 
 _native: _Native | None = None
@@ -76,15 +86,23 @@ def _get_native() -> _Native | None:
     return _native
 
 
-def read(device, buffer) -> np.ndarray:
-    """The whole of a MAP_READ `buffer` (written by a submission already made on `device`) as float32."""
+def read(device, buffer, index: int | None = None, nbytes: int | None = None) -> np.ndarray:
+    """The whole of a MAP_READ `buffer` (or its first `nbytes`), written by a submission already made on `device`,
+    as float32. index: that submission's (replay.Native.submit): only it is waited for."""
     native = _get_native()
+    nbytes = buffer.size if nbytes is None else nbytes
     if native is not None:
-        return native.read(device, buffer, buffer.size)
+        return native.read(device, buffer, nbytes, index)
     import wgpu
 
+    clock = phases.current()
+    t = phases.perf_counter_ns() if clock else 0
     buffer.map_sync(wgpu.MapMode.READ)
+    if clock:
+        t = clock.lap(phases.WAIT, t)
     try:
-        return np.frombuffer(buffer.read_mapped(copy=True), np.float32)
+        return np.frombuffer(buffer.read_mapped(0, nbytes, copy=True), np.float32)
     finally:
         buffer.unmap()
+        if clock:
+            clock.lap(phases.READBACK, t)

@@ -1,0 +1,201 @@
+"""Photos of one bucket in one submission, and two submissions in flight.
+
+A batch runs one bucket's program (runner.GpuProgram) over up to N photos in ONE command buffer: for each photo its
+bytes and its layout parameters are copied from an upload buffer into the arena's photo buffers, its own masked
+parameters (photo.PhotoInput.params: its size in every convolution's mask) are copied from the program's parameter
+store into the uniform buffer, then the layout dispatch, the program's pass (its replay list) and the output copies
+into the photo's part of a read-back buffer. Every photo runs the very commands and parameters a run of its own
+would, in order on the GPU, so its outputs are those of its single run bit for bit. Parameters go to the device once
+per (program, photo size), into the store.
+
+Submitting gives a `Pending`; reading it back waits for that submission only (the native submission index), so
+while the GPU runs batch k the caller writes batch k+1 and reads batch k-1: each program has two sets of upload and
+read-back buffers (`SETS`), used in turn; a set still holding an unread batch is read first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GpuError
+from . import device as D
+from . import kernels as K
+from . import pace, readback
+from .photo import _buffers
+from .plan import flat_grid
+
+SETS = 2  # submissions in flight per program: the GPU runs one while the host fills the other
+ALIGN = 256  # offsets inside the upload and read-back buffers (copies need 4; 256 keeps photos apart)
+
+
+def _wgpu():
+    import wgpu
+
+    return wgpu
+
+
+def _up(n: int, step: int = ALIGN) -> int:
+    return -(-n // step) * step
+
+
+class Pending:
+    """A submitted batch: `result()` waits for it (it alone) and gives each photo's outputs (uncut), in order."""
+
+    def __init__(self, batch: PhotoBatch, items: int, staging, per_item: int, index: int | None):
+        self.batch, self.items, self.staging, self.per_item, self.index = batch, items, staging, per_item, index
+        self._outputs: list | None = None
+        self._error: GpuError | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._outputs is not None or self._error is not None
+
+    def result(self) -> list[dict[str, np.ndarray]]:
+        if not self.done:
+            self.batch._collect(self)
+        if self._error is not None:
+            raise self._error
+        return self._outputs
+
+
+class PhotoBatch:
+    """One program's batched photo runs (gp: a runner.GpuProgram of one 1 x 3 x H x W input)."""
+
+    def __init__(self, gp):
+        self.gp = gp
+        self.turn = 0
+        self.sets: list[dict] = [{} for _ in range(SETS)]  # upload, staging buffers and the batch still in them
+        self.store = None  # the program's parameters per photo size, on the device
+        self.store_at: dict = {}  # photo size (None: the whole input) -> offset in the store
+
+    # ---- buffers
+    def _param_offset(self, photo) -> int:
+        """Where the parameters of `photo` (None: the unmasked program) lie in the store, written there once."""
+        gp = self.gp
+        at = self.store_at.get(photo)
+        if at is not None:
+            return at
+        size = _up(len(gp.params))
+        need = (len(self.store_at) + 1) * size
+        blobs = {p: (gp.params if p is None else gp.photo.params(p)) for p in (*self.store_at, photo)}
+        if self.store is None or self.store.size < need:
+            wgpu = _wgpu()
+            self.store = gp.dev.device.create_buffer(label="facerun photo parameters", size=max(need, 4 * size),
+                                                     usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+            self.store_at = {}
+            for i, p in enumerate(blobs):
+                self.store_at[p] = i * size
+                gp.dev.queue.write_buffer(self.store, i * size, blobs[p])
+        else:
+            self.store_at[photo] = len(self.store_at) * size
+            gp.dev.queue.write_buffer(self.store, self.store_at[photo], blobs[photo])
+        return self.store_at[photo]
+
+    def _set(self, upload_bytes: int, staging_bytes: int) -> dict:
+        """The next set of buffers, its last batch read first, grown to the sizes asked."""
+        s = self.sets[self.turn]
+        self.turn = (self.turn + 1) % SETS
+        left = s.get("pending")
+        if left is not None and not left.done:
+            self._collect(left)
+        wgpu = _wgpu()
+        dev = self.gp.dev.device
+        if s.get("upload") is None or s["upload"].size < upload_bytes:
+            s["upload"] = dev.create_buffer(label="facerun batch photos", size=_up(upload_bytes),
+                                            usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+        if s.get("staging") is None or s["staging"].size < staging_bytes:
+            s["staging"] = dev.create_buffer(label="facerun batch read-back", size=_up(staging_bytes),
+                                             usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        return s
+
+    # ---- running
+    def submit(self, items: list, bgr: bool, align: int) -> Pending:
+        """Submit photos `items` [(rgb, photo)]: rgb h x w x 3 (or x 4) uint8 within `photo`, photo the padded
+        (rows, columns) it is masked to (None: the whole input). GpuError on a bad item or a device failure."""
+        gp = self.gp
+        (_, slot, v), = gp.inputs
+        if len(v.shape) != 4 or v.shape[:2] != (1, 3):
+            raise GpuError(f"a batch of photos takes a program of a 1x3xHxW input, not {list(v.shape)}")
+        ph, pw = v.shape[2:]
+        gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
+        layout = []  # (bytes, data, layout parameters, photo) per item
+        for rgb, photo in items:
+            if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
+                    or rgb.shape[1] > pw):
+                raise GpuError(f"a batch takes images of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)}")
+            photo = gp.photo.checked(photo, align)
+            h, w, pixel = rgb.shape
+            if photo is not None and (h > photo[0] or w > photo[1]):
+                raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
+            data = np.ascontiguousarray(rgb).reshape(-1)
+            params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr),
+                                           pixel=pixel)
+            layout.append((_up(data.size, 4), data, params, photo))
+        per_item = _up(gp.staging_bytes)
+        offsets, at = [], 0
+        for nbytes, _, _, _ in layout:
+            offsets.append(at)
+            at += _up(nbytes) + ALIGN  # the photo's bytes, then its layout parameters
+        if D.broken_reason():
+            raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
+        with gp.lock, pace.turn():
+            try:
+                gp.current()
+                s = self._set(at, per_item * len(layout))
+                upload, staging = s["upload"], s["staging"]
+                bufs = _buffers(gp.arena, max(n for n, _, _, _ in layout))
+                group = gp.photo.layout_group(bufs, slot)
+                queue, enc = gp.dev.queue, gp.dev.device.create_command_encoder(label="facerun photo batch")
+                first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
+                for i, ((nbytes, data, params, photo), off) in enumerate(zip(layout, offsets)):
+                    whole = data.size - data.size % 4
+                    if whole:
+                        queue.write_buffer(upload, off, data[:whole])
+                    if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
+                        queue.write_buffer(upload, off + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+                    queue.write_buffer(upload, off + _up(nbytes), params)
+                    enc.copy_buffer_to_buffer(upload, off, bufs.image, 0, nbytes)
+                    enc.copy_buffer_to_buffer(upload, off + _up(nbytes), bufs.params, 0, _up(len(params), 4))
+                    at_params = self._param_offset(photo)  # may make the store: before naming it
+                    enc.copy_buffer_to_buffer(self.store, at_params, gp.arena.uniform, 0, len(gp.params))
+                    gp.encode_pass(enc, first=first)
+                    gp.copy_outputs(enc, staging, i * per_item)
+                commands = enc.finish()
+            except GpuError:
+                raise
+            except Exception as e:
+                raise GpuError(f"recording the GPU work failed: {type(e).__name__}: {e}") from None
+            # the uniform buffer now holds the last photo's parameters
+            last = layout[-1][3]
+            gp.arena.owner = gp if last is None else (gp, last)
+            seen = D.errors_seen()[0]
+            try:
+                if D.take_injected("submit"):
+                    raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
+                index = gp.replay.submit(queue, commands) if gp.replay is not None else queue.submit([commands])
+                if D.errors_seen()[0] != seen:
+                    raise RuntimeError(D.errors_seen()[1])
+            except Exception as e:
+                gp.arena.owner = None
+                why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
+                D.mark_broken(why)
+                raise GpuError(why) from None
+        pending = Pending(self, len(layout), staging, per_item, index)
+        s["pending"] = pending
+        return pending
+
+    def _collect(self, pending: Pending) -> None:
+        gp = self.gp
+        seen = D.errors_seen()[0]
+        try:
+            if D.take_injected("readback"):
+                raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
+            flat = readback.read(gp.dev.device, pending.staging, pending.index, pending.per_item * pending.items)
+            if D.errors_seen()[0] != seen:
+                raise RuntimeError(D.errors_seen()[1])
+        except Exception as e:
+            why = f"the GPU failed reading a batch of photos back: {type(e).__name__}: {str(e).splitlines()[0]}"
+            D.mark_broken(why)
+            pending._error = GpuError(why)
+            return
+        pending._outputs = [gp._unpack(flat, i * pending.per_item) for i in range(pending.items)]
