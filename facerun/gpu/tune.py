@@ -20,6 +20,7 @@ from .. import program as P
 from .lower import conv_shape
 from .model import GpuModel, one_conv_program
 from .plan import ConvPlan, GemmPlan, PlanError, WinogradPlan, plan_conv
+from .replay import Replay
 from .runner import GpuProgram
 
 
@@ -54,13 +55,14 @@ def subset_seconds(gp: GpuProgram, keep: list[bool], repeat: int) -> float:
     nothing meaningful; only its time is of use."""
     with gp.lock:
         gp.current()  # rebinds now if the arena grew, so the lists swapped below are the ones timed
-    recorded, handles = gp.recorded, gp.handles
+    recorded, replay = gp.recorded, gp.replay
     gp.recorded = [r for r, k in zip(recorded, keep) if k]
-    gp.handles = [h for h, k in zip(handles, keep) if k] if handles else []
+    if replay is not None:  # the list a pass is encoded from (replay.py), made over the kept dispatches
+        gp.replay = Replay(gp.recorded, gp.outputs, gp.prog.values, gp.buffers, gp.native)
     try:
         return gpu_seconds(gp, repeat)
     finally:
-        gp.recorded, gp.handles = recorded, handles
+        gp.recorded, gp.replay = recorded, replay
 
 
 def conv_rows(model: GpuModel, prog: P.Program, repeat: int, tiles: list[str]) -> list[dict]:
