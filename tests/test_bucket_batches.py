@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from facerun import counters
 from facerun.face.detect import Detector
 from facerun.face.images import load_image
 from facerun.face.library import iter_photo_faces, iter_photo_faces_serial
@@ -76,7 +77,9 @@ def test_library_detect_keeps_input_order_with_another_bucket_between(detector, 
         paths.append(path)
     paths = paths * 2  # more photos than the first runs, so batches form
     serial = list(iter_photo_faces_serial(paths, detector))
+    before = counters.snapshot().get("gpu_photo_batches", 0)
     piped = list(iter_photo_faces(paths, detector, workers=2))
+    assert counters.snapshot().get("gpu_photo_batches", 0) > before  # photos of one bucket did run batched
     assert [r.path for r in piped] == paths
     for a, b in zip(serial, piped):
         assert (a.width, a.height) == (b.width, b.height)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import counters
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
@@ -180,6 +181,7 @@ class PhotoBatch:
                 why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
                 D.mark_broken(why)
                 raise GpuError(why) from None
+        counters.bump("gpu_photo_batches")
         pending = Pending(self, len(layout), staging, per_item, index)
         s["pending"] = pending
         return pending
