@@ -201,3 +201,10 @@ class PhotoBatch:
             pending._error = GpuError(why)
             return
         pending._outputs = [gp._unpack(flat, i * pending.per_item) for i in range(pending.items)]
+
+
+def batch_of(gp) -> PhotoBatch:
+    """The batched photo runs of the compiled program `gp`, made at its first batch."""
+    if gp.photo._batch is None:
+        gp.photo._batch = PhotoBatch(gp)
+    return gp.photo._batch

@@ -29,6 +29,7 @@ from .. import agree, counters
 from .. import program as P
 from ..errors import FacerunError, GpuError, InputError, ModelError
 from ..runner import NO_WORKLOAD, PhotoLayout, Programs, Workload
+from .batch import batch_of
 from .model import DoesNotFit, GpuModel, one_conv_program
 from .photo import PhotoChecks
 
@@ -351,7 +352,7 @@ class CheckedGpu:
         them one by one."""
         if not self.photos.takes(any(photo is not None for _, photo in items)):
             return None
-        submitted = self._guarded(prog, lambda: self.photos.submit(prog, items, layout))
+        submitted = self._guarded(prog, lambda: self.photos.submit(prog, items, layout, batch_of))
         if submitted is None:
             return None
 

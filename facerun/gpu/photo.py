@@ -82,15 +82,7 @@ class PhotoInput:
         self._maskable: dict[int, str | None] = {}
         self._ready = None  # (key, command buffer) recorded for the next photo while the GPU ran this one
         self._key = None
-        self._batch = None  # batch.PhotoBatch, made at the first batch of photos
-
-    def batch(self):
-        """This program's batched photo runs (batch.py)."""
-        if self._batch is None:
-            from .batch import PhotoBatch  # batch.py builds on this module
-
-            self._batch = PhotoBatch(self.gp)
-        return self._batch
+        self._batch = None  # batch.PhotoBatch, made at the first batch of photos (batch.batch_of)
 
     @property
     def input_hw(self) -> tuple[int, int] | None:
@@ -294,11 +286,12 @@ class PhotoChecks:
             clock.lap(phases.CUT, t)
         return got
 
-    def submit(self, prog, items: list, layout: PhotoLayout):
+    def submit(self, prog, items: list, layout: PhotoLayout, batch_of):
         """`prog` on photos `items` [(rgb, photo)] in one submission (batch.py), each masked to its `photo` (None:
         the whole input): a function giving each photo's outputs (cut to its photo) in order, or None: run them one
         by one (the first photo's layout check not done yet, or batches found wrong). The first batch is also run
-        photo by photo: both must give the very same outputs, or photos are not batched again."""
+        photo by photo: both must give the very same outputs, or photos are not batched again. batch_of: a
+        compiled program -> its batch.PhotoBatch (batch.py builds on this module)."""
         if self.image_layout is not True or self.batches_agree is False:
             return None
         masked = any(photo is not None for _, photo in items)
@@ -306,7 +299,7 @@ class PhotoChecks:
         gp = self.model.compile(prog)
         if masked and (not self.masks_agree or gp.mask_reason(align) is not None):
             return None
-        pending = gp.photo.batch().submit(items, layout.bgr, align)
+        pending = batch_of(gp).submit(items, layout.bgr, align)
         hw = tuple(prog.input_shape[2:])
 
         def result() -> list:
