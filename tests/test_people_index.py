@@ -51,7 +51,11 @@ def test_incremental_runs_skip_reindex_and_drop(tmp_path, faces_db, mobilefacene
         photos[1].write_bytes((FACES / SMALL_PHOTOS[6]).read_bytes())  # changed: another photo (six faces)
         photos[2].unlink()  # deleted
         third = index.update([tmp_path / "photos"], embedder=mobilefacenet, detector=yunet_cpu)
-        assert (third.added, third.changed, third.unchanged, third.removed) == (0, 1, 3, 1)
+        # the deleted photo is only marked missing (nothing is deleted unasked): out of the counts, its faces kept
+        assert (third.added, third.changed, third.unchanged, third.removed) == (0, 1, 3, 0)
+        assert index.counts()["photos"] == 4 and len(index.missing_photos()) == 1
+        removed_photos, removed_faces = index.prune([tmp_path / "photos"])
+        assert removed_photos == 1 and removed_faces >= 1 and not index.missing_photos()
         assert index.counts()["photos"] == 4
         fourth = index.update([tmp_path / "photos"], embedder=mobilefacenet, detector=yunet_cpu)
         assert (fourth.changed, fourth.unchanged) == (0, 4)  # the touched photo's new mtime was stored
