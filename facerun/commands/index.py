@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..people.index import LOST_REFUSE_MIN
-from .common import err, error_line, finish, json_dumps, progress_bar
+from .common import err, error_line, finish, json_dumps, plural, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
 from .engine import engine_options, local_options, local_processes, ray_settings
 from .options import batch_option, json_option
@@ -45,6 +45,9 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
 @click.option("--list-missing", is_flag=True,
               help="List the photos marked missing (under PHOTOS when given) instead of indexing; with --json "
                    '{"db", "missing": [{"image", "missing_since", "faces", "sha256"}]}.')
+@click.option("--skip-small", is_flag=True,
+              help="Do not store faces below --min-face / --min-score (cluster's and identify's quality gate, at "
+                   "its defaults: 32 px, score 0.65). By default they are stored and go to the unsorted group.")
 @click.option("--keep-missing", is_flag=True, hidden=True,
               help="Kept for old scripts: photos not found are always kept (marked missing) unless --prune.")
 @json_option("instead of the summary: "
@@ -54,7 +57,7 @@ def embedder_for(db_model: str | None, model, device, input_size, mean, std, bgr
              '"engine","devices").')
 @engine_options
 def command(photos, db_path, model, device, detector_model, input_size, mean, std, bgr, batch, commit_every, wait,
-            prune, allow_missing, list_missing, keep_missing, as_json, engine, ray_address, workers,
+            prune, allow_missing, list_missing, skip_small, keep_missing, as_json, engine, ray_address, workers,
             gpus_per_worker, processes):
     """Index every face of the PHOTOS (files, or folders searched recursively) into the database --db.
 
@@ -80,6 +83,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     """
     from ..face.library import LibraryStats
     from ..people.index import FaceIndex
+    from ..people.quality import DEFAULT_GATE
     from ..people.storage import removed_if_new, reported
 
     if keep_missing and prune:
@@ -124,12 +128,15 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
             report = index.update(photos, embedder=embedder, detector=detector, options=options,
                                   commit_every=commit_every, wait=wait, prune=prune,
                                   allow_missing=allow_missing,
-                                  progress=on_photo, on_plan=on_plan, stats=stats)
+                                  progress=on_photo, on_plan=on_plan, stats=stats,
+                                  keep_face=DEFAULT_GATE.keeps if skip_small else None)
         totals = index.counts()
     for _, error in report.failed:
         error_line(error)
     for path, reason in report.skipped:
         err.print(f"note: skipped {path} ({SKIP_WORDS[reason][0]})", markup=False)
+    for note in index.notes:
+        err.print(f"note: {note}", markup=False)
     if as_json:
         extra = {"engine": "ray", "devices": sorted(devices)} if settings is not None else {}
         click.echo(json_dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
@@ -152,26 +159,22 @@ def _print_summary(db_path, report, totals, embedder, settings, devices) -> None
     speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
     news = "".join(f", {n} {what}" for n, what in ((report.missing, "now missing"), (report.back, "back")) if n)
     click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
-               f"{report.removed} removed, {len(report.failed)} unreadable{news}; {report.faces} faces written in "
-               f"{report.seconds:.1f} s{speed}")
+               f"{report.removed} removed, {len(report.failed)} unreadable{news}; {plural(report.faces, 'face')} "
+               f"written in {report.seconds:.1f} s{speed}")
     if report.removed:
-        click.echo(f"{db_path}: pruned {_plural(report.removed, 'missing photo')} and "
-                   f"{_plural(report.removed_faces, 'face')}; names given to people stay")
-    skipped = [_plural(n, *SKIP_WORDS[reason]) for reason, n in report.skipped_counts().items() if n]
+        click.echo(f"{db_path}: pruned {plural(report.removed, 'missing photo')} and "
+                   f"{plural(report.removed_faces, 'face')}; names given to people stay")
+    skipped = [plural(n, *SKIP_WORDS[reason]) for reason, n in report.skipped_counts().items() if n]
     if report.links_followed or skipped:
-        click.echo(f"{db_path}: followed {_plural(report.links_followed, 'link')}"
+        click.echo(f"{db_path}: followed {plural(report.links_followed, 'link')}"
                    + (f"; skipped {', '.join(skipped)}" if skipped else ""))
-    photos = _plural(totals["photos"], "photo")
+    photos = plural(totals["photos"], "photo")
     on = embedder.device if settings is None else "Ray actors on " + "; ".join(sorted(devices) or ["-"])
     click.echo(f"{db_path}: {photos}, {totals['faces']} faces ({embedder.name}, {embedder.dim}-d, {on})")
     if totals["missing_photos"]:
-        click.echo(f"{db_path}: {_plural(totals['missing_photos'], 'photo')} missing, "
-                   f"{_plural(totals['missing_faces'], 'face')} kept, left out of results (--list-missing lists "
+        click.echo(f"{db_path}: {plural(totals['missing_photos'], 'photo')} missing, "
+                   f"{plural(totals['missing_faces'], 'face')} kept, left out of results (--list-missing lists "
                    f"them, --prune deletes them)")
-
-
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def _list_missing(db_path, photos, as_json) -> None:
@@ -183,8 +186,8 @@ def _list_missing(db_path, photos, as_json) -> None:
         click.echo(json_dumps({"db": str(db_path), "missing": rows}, indent=2))
         return
     for row in rows:
-        click.echo(f"{row['image']}\tmissing since {row['missing_since']}\t{_plural(row['faces'], 'face')}")
-    err.print(f"{db_path}: {_plural(len(rows), 'photo')} missing, {_plural(sum(r['faces'] for r in rows), 'face')}",
+        click.echo(f"{row['image']}\tmissing since {row['missing_since']}\t{plural(row['faces'], 'face')}")
+    err.print(f"{db_path}: {plural(len(rows), 'photo')} missing, {plural(sum(r['faces'] for r in rows), 'face')}",
               markup=False)
 
 
@@ -196,5 +199,5 @@ def _prune_all(db_path, wait, as_json) -> None:
     if as_json:
         click.echo(json_dumps({"db": str(db_path), "removed": photos, "removed_faces": faces}, indent=2))
     else:
-        click.echo(f"{db_path}: pruned {_plural(photos, 'missing photo')} and {_plural(faces, 'face')}; names "
+        click.echo(f"{db_path}: pruned {plural(photos, 'missing photo')} and {plural(faces, 'face')}; names "
                    f"given to people stay")
