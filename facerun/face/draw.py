@@ -11,8 +11,9 @@ BOX_COLOUR = (0, 255, 0)
 LANDMARK_COLOURS = ((255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 0, 255), (0, 255, 255), (255, 255, 0))
 
 
-def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
-    """A copy of `rgb` (HxWx3 uint8) with every face drawn on it; `faces` are facerun.face.detect.Face objects."""
+def draw_faces(rgb: np.ndarray, faces, labels=None) -> Image.Image:
+    """A copy of `rgb` (HxWx3 uint8) with every face drawn on it; `faces` are facerun.face.detect.Face objects;
+    `labels`, one string a face, replace the scores on the boxes (identify --draw: the names)."""
     image = Image.fromarray(np.asarray(rgb, dtype=np.uint8)).convert("RGB")
     draw = ImageDraw.Draw(image)
     # widths grow with the photo so a box stays visible on a 4000 px photo without swamping a 300 px one
@@ -22,7 +23,7 @@ def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
 
     # a model's broken output (inf, NaN, or far off the photo) is not drawn; Pillow's integer coordinates overflow
     limit = 4 * max(image.size)
-    for face in faces:
+    for i, face in enumerate(faces):
         x, y, w, h = (float(v) for v in face.box)
         if not all(np.isfinite(v) and abs(v) <= limit for v in (x, y, w, h)) or w < 0 or h < 0:
             continue
@@ -31,7 +32,7 @@ def draw_faces(rgb: np.ndarray, faces) -> Image.Image:
         for (px, py), colour in zip(marks, LANDMARK_COLOURS):
             if np.isfinite(px) and np.isfinite(py) and abs(px) <= limit and abs(py) <= limit:
                 draw.ellipse([px - radius, py - radius, px + radius, py + radius], fill=colour)
-        label = f"{face.score:.2f}"
+        label = f"{face.score:.2f}" if labels is None else str(labels[i])
         left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
         text_w, text_h = right - left, bottom - top
         # the label sits on the box's top edge, or just inside it when the box touches the top of the photo

@@ -2,14 +2,16 @@
 face of the photos asked about, the best-matching person or `unknown` below the model's threshold.
 
 A person's score is the best cosine over that person's gallery faces (nearest neighbour), so a gallery may hold
-several photos of one person from different angles.
+several photos of one person from different angles. A face database is a gallery too: its people (named clusters,
+facerun.people.persons) and the photos added under a known folder, their embeddings read from its vector index.
+Faces below the quality gate (facerun.people.quality) are called unknown whatever they resemble.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,9 @@ class Gallery:
     names: list[str]
     images: list[str]
     embeddings: np.ndarray  # n x d, unit length
+    face_ids: np.ndarray | None = None  # the database's face ids of the rows (a gallery from a face database)
+    index: object | None = None  # that database's VectorIndex, searched first when it is approximate (large)
+    notes: list[str] = field(default_factory=list)  # one-line notes (the vector index rebuilt)
 
     @property
     def people(self) -> list[str]:
@@ -79,15 +84,31 @@ def gallery_from_dir(known_dir, embedder, detector, batch: int = 16,
 
 
 def gallery_from_index(index, known_dir=None) -> Gallery:
-    """The largest face of each photo in a face index, named from its path under `known_dir` (or under the folder
-    recorded when the index was built as a gallery)."""
+    """The people of a face index: the faces of its named clusters (and faces a name was recorded on), and the
+    largest face of each photo under `known_dir` (or the known folder recorded when photos were added with
+    --known), named from its path there. Embeddings come from the database's vector index."""
+    from .persons import named_faces
+
     root = known_dir or index.meta().get("known_root")
-    if root is None:
-        raise InputError(f"{index.path}: not a gallery of known people (build it with `facerun identify --known DIR "
-                         f"--known-db {index.path}`)")
-    stored = index.faces(largest_per_photo=True)
-    names = [person_name(Path(p), Path(root)) for p in stored.paths]
-    return _gallery(names, list(stored.paths), list(stored.embeddings), stored.embeddings.shape[1], root)
+    names = named_faces(index.conn)
+    if root is not None:
+        inside = str(Path(root).resolve()).rstrip("/") + "/"
+        stored = index.faces(largest_per_photo=True)
+        for face_id, path in zip(stored.ids.tolist(), stored.paths):
+            if path.startswith(inside) and face_id not in names:
+                names[face_id] = person_name(Path(path), Path(root))
+    if not names:
+        raise InputError(f"{index.path}: no named people and no known photos (name its clusters with `facerun "
+                         f"cluster --db {index.path} --name ID NAME`, or add known photos with --known DIR "
+                         f"--known-db {index.path})")
+    vectors = index.vectors()
+    ids = np.array(sorted(names), np.int64)
+    rows = vectors.rows(ids)
+    ids, rows = ids[rows >= 0], rows[rows >= 0]
+    paths = dict(index.conn.execute("SELECT f.id, p.path FROM faces f JOIN photos p ON p.id = f.photo_id"))
+    return Gallery(names=[names[int(i)] for i in ids], images=[paths[int(i)] for i in ids],
+                   embeddings=np.asarray(vectors.vectors[rows], np.float32), face_ids=ids,
+                   index=vectors if vectors.kind != "exact" else None)
 
 
 def build_gallery(embedder, detector, known_dir=None, known_db=None, batch: int = 16, wait: float = 0.0,
@@ -113,7 +134,9 @@ def build_gallery(embedder, detector, known_dir=None, known_db=None, batch: int 
             skipped = list(report.failed)
         else:
             index.check_embedder(embedder)
-        return gallery_from_index(index, known_dir), skipped
+        gallery = gallery_from_index(index, known_dir)
+        gallery.notes.extend(index.notes)
+        return gallery, skipped
 
 
 def match(gallery: Gallery, vectors: np.ndarray, threshold: float) -> list[tuple[str, float]]:
@@ -123,28 +146,50 @@ def match(gallery: Gallery, vectors: np.ndarray, threshold: float) -> list[tuple
         return []
     if len(gallery.names) == 0:
         return [(UNKNOWN, float("nan"))] * len(vectors)
-    cosines = vectors @ gallery.embeddings.T
-    best = cosines.argmax(axis=1)
-    out = []
-    for row, column in enumerate(best):
-        cos = float(cosines[row, column])
-        out.append((gallery.names[column] if cos >= threshold else UNKNOWN, cos))
-    return out
+    best, top = _nearest_in_index(gallery, vectors) if gallery.index is not None else (None, None)
+    if best is None or (best < 0).any():
+        cosines = vectors @ gallery.embeddings.T
+        exact = cosines.argmax(axis=1)
+        exact_cos = cosines[np.arange(len(vectors)), exact]
+        best, top = (exact, exact_cos) if best is None else (np.where(best < 0, exact, best),
+                                                             np.where(best < 0, exact_cos, top))
+    return [(gallery.names[column] if cos >= threshold else UNKNOWN, float(cos)) for column, cos in zip(best, top)]
+
+
+def _nearest_in_index(gallery: Gallery, vectors: np.ndarray, k: int = 64):
+    """Gallery row and cosine of each vector's nearest gallery face among its k nearest faces of the whole database
+    (the vector index's approximate search); -1 where none of those k is in the gallery."""
+    found, cosines = gallery.index.search(vectors, k)
+    order = np.argsort(gallery.face_ids)
+    sorted_ids = gallery.face_ids[order]
+    pos = np.clip(np.searchsorted(sorted_ids, found), 0, len(sorted_ids) - 1)
+    hit = sorted_ids[pos] == found
+    first = np.where(hit.any(1), hit.argmax(1), -1)  # results come best first
+    rows = np.where(first >= 0, order[pos[np.arange(len(found)), np.maximum(first, 0)]], -1)
+    return rows, np.where(first >= 0, cosines[np.arange(len(found)), np.maximum(first, 0)], -np.inf)
 
 
 def identify_photos(gallery: Gallery, paths: Iterable, embedder, detector, threshold: float, batch: int = 16,
-                    progress: Callable | None = None, on_error: Callable[[str], None] | None = None
-                    ) -> Iterator[Identified]:
-    """One `Identified` per face of every photo, photo by photo in order."""
+                    progress: Callable | None = None, on_error: Callable[[str], None] | None = None,
+                    gate=None, on_photo: Callable | None = None) -> Iterator[Identified]:
+    """One `Identified` per face of every photo, photo by photo in order; faces the gate (a
+    facerun.people.quality.Gate) does not pass are unknown. on_photo(result, identified) after each photo."""
     from ..face.library import iter_photo_faces
 
-    for result in iter_photo_faces(paths, detector, embedder, batch=batch, all_faces=True, progress=progress):
+    for result in iter_photo_faces(paths, detector, embedder, batch=batch, all_faces=True, progress=progress,
+                                   keep_images=on_photo is not None, draft=on_photo is None):
         if result.error is not None:
             if on_error is not None:
                 on_error(result.error)
             continue
-        for face, (name, cos) in zip(result.faces, match(gallery, result.embeddings, threshold)):
-            yield Identified(image=str(result.path), box=tuple(float(v) for v in face.box), name=name, cosine=cos)
+        ok = gate.passes([f.box for f in result.faces], [f.score for f in result.faces]) if gate is not None \
+            else np.ones(len(result.faces), bool)
+        done = [Identified(image=str(result.path), box=tuple(float(v) for v in face.box),
+                           name=name if passed else UNKNOWN, cosine=cos)
+                for face, passed, (name, cos) in zip(result.faces, ok, match(gallery, result.embeddings, threshold))]
+        if on_photo is not None:
+            on_photo(result, done)
+        yield from done
 
 
 def _gallery(names, images, vectors, dim: int, root) -> Gallery:

@@ -8,6 +8,7 @@ all its faces land together or not at all, so a killed run loses at most the bat
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from .listing import SKIP_REASONS, Listing, list_photos
 from .lock import WriterLock
 from .schema import SCHEMA, SCHEMA_VERSION, check_schema
 from .storage import read_only_connection, reported, storage_error
+from .vector_store import Changes, bump, open_index
 
 if TYPE_CHECKING:
     from ..face.library import LibraryOptions, LibraryStats
@@ -82,7 +84,8 @@ class StoredFaces:
     paths: list[str]
     boxes: np.ndarray  # n x 4 float (x, y, w, h)
     embeddings: np.ndarray  # n x d float32, unit length
-    clusters: np.ndarray  # int64; -1 noise, -2 not clustered
+    clusters: np.ndarray  # int64; -1 noise, -2 not clustered, -3 unsorted (below the quality gate)
+    scores: np.ndarray | None = None  # the detector's score of each face
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -98,6 +101,9 @@ class FaceIndex:
     def __init__(self, path, create: bool = True, timeout: float | None = None):
         self.path = Path(path)
         timeout = BUSY_TIMEOUT if timeout is None else timeout
+        self.notes: list[str] = []  # one-line notes for the command to print (a vector index rebuilt)
+        self._changes: Changes | None = None  # faces added and removed by the run in progress
+        self._vectors = None
         if not create and not self.path.is_file():
             raise InputError(f"{self.path}: no such face database (make one with `facerun index PHOTOS --db "
                              f"{self.path}`)")
@@ -201,7 +207,7 @@ class FaceIndex:
                commit_every: int = COMMIT_EVERY, wait: float = 0.0, prune: bool = False, allow_missing: bool = False,
                progress: Callable[[str, int], None] | None = None,
                on_plan: Callable[[int, int], None] | None = None,
-               stats: LibraryStats | None = None) -> UpdateReport:
+               stats: LibraryStats | None = None, keep_face: Callable | None = None) -> UpdateReport:
         """Bring the index up to date with the photos in `sources` (files, folders searched recursively; links
         followed as facerun.people.listing says).
 
@@ -213,7 +219,9 @@ class FaceIndex:
         Holds the writer lock for the whole run (waits `wait` seconds for another writer, then refuses).
         on_plan(to_index, skipped) is called once the plan is made; progress(path, faces) once per photo indexed.
         options: how the photos to index become `PhotoFaces` (face.library.LibraryOptions: batch, all_faces,
-        the engine; the Ray engine's come in any order), run by face.engines.run; stats: that run's LibraryStats."""
+        the engine; the Ray engine's come in any order), run by face.engines.run; stats: that run's LibraryStats;
+        keep_face(face) -> bool: store only the faces it keeps (index --skip-small). The vector index beside the
+        file is brought to the new generation at the end (facerun.people.vector_store)."""
         from ..face.engines import LibraryOptions, run
         from ..face.images import IMAGE_EXTENSIONS
 
@@ -225,7 +233,7 @@ class FaceIndex:
         if absent:
             raise InputError(f"{absent[0]}: no such file or folder")
         report = UpdateReport()
-        with WriterLock(self.path, wait=wait):
+        with WriterLock(self.path, wait=wait), self._tracking():
             self.check_embedder(embedder)
             listing = list_photos(sources, IMAGE_EXTENSIONS)
             report.skipped, report.links_followed = listing.skipped, listing.links_followed
@@ -249,18 +257,45 @@ class FaceIndex:
                 if progress is not None:
                     progress(str(result.path), len(result.faces))
                 if len(pending) >= commit_every:
-                    self._write(pending, embedder.name, report)
+                    self._write(pending, embedder.name, report, keep_face)
                     pending = []
             if pending:
-                self._write(pending, embedder.name, report)
+                self._write(pending, embedder.name, report, keep_face)
         report.seconds = time.perf_counter() - start
         return report
 
     def prune(self, roots: Iterable | None = None, wait: float = 0.0) -> tuple[int, int]:
         """Delete the photos marked missing (under `roots` when given) and their faces: (photos, faces) deleted.
         Names stay (they are recorded against the faces' photo sha256 and box, see facerun.people.names)."""
-        with WriterLock(self.path, wait=wait):
+        with WriterLock(self.path, wait=wait), self._tracking():
             return self._prune([Path(r).resolve() for r in roots] if roots else None)
+
+    @contextlib.contextmanager
+    def _tracking(self):
+        """Record the faces written and removed, and bring the vector index in step once the run succeeded."""
+        self._changes = Changes.start(self.conn) if "dim" in self.meta() else Changes(0, 0)
+        try:
+            yield
+            note = self._changes.apply(self.path, self.conn)
+            if note:
+                self.notes.append(note)
+        finally:
+            self._changes, self._vectors = None, None
+
+    def vectors(self, save: bool = True):
+        """The vector index of every stored face (facerun.people.vectors.VectorIndex), checked against the database
+        and rebuilt when missing, stale or unreadable (the note goes to self.notes); None while no faces were
+        ever stored."""
+        from .vector_store import face_count, generation
+
+        state = (face_count(self.conn), generation(self.conn))
+        if self._vectors is not None and self._vectors[0] == state:
+            return self._vectors[1]
+        index, note = open_index(self.path, self.conn, save=save)
+        if note:
+            self.notes.append(note)
+        self._vectors = (state, index)
+        return index
 
     def _gone(self, listing: Listing) -> list[tuple[int, str, bool]]:
         """(id, path, already missing) of the indexed photos under the roots that this listing did not find; those
@@ -353,10 +388,14 @@ class FaceIndex:
             for start in range(0, len(gone), 500):  # SQLite's limit on bound parameters
                 chunk = gone[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                faces += self.conn.execute(f"SELECT COUNT(*) FROM faces WHERE photo_id IN ({marks})",
-                                           chunk).fetchone()[0]
+                ids = [r[0] for r in self.conn.execute(f"SELECT id FROM faces WHERE photo_id IN ({marks})", chunk)]
+                faces += len(ids)
+                if self._changes is not None:
+                    self._changes.remove(ids)
                 # faces go with them (cascade); names stay in person_faces
                 self.conn.execute(f"DELETE FROM photos WHERE id IN ({marks})", chunk)
+            if faces:
+                bump(self.conn)
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:  # SQLite has rolled back already after a full disk or an I/O error
@@ -364,7 +403,7 @@ class FaceIndex:
             raise
         return len(gone), faces
 
-    def _write(self, results, model: str, report: UpdateReport) -> None:
+    def _write(self, results, model: str, report: UpdateReport, keep_face: Callable | None = None) -> None:
         """One transaction: each photo's row and all its faces replace whatever the index held for that path."""
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows = []
@@ -385,6 +424,9 @@ class FaceIndex:
                 key = fsnames.to_sql(r.path)  # the name's very bytes, UTF-8 or not
                 old = self.conn.execute("SELECT id FROM photos WHERE path = CAST(? AS TEXT)", (key,)).fetchone()
                 if old is not None:
+                    if self._changes is not None:
+                        self._changes.remove(r[0] for r in self.conn.execute("SELECT id FROM faces WHERE "
+                                                                             "photo_id = ?", old))
                     self.conn.execute("DELETE FROM faces WHERE photo_id = ?", old)
                     self.conn.execute("UPDATE photos SET size=?, mtime=?, sha256=?, width=?, height=?, indexed_at=? "
                                       "WHERE id=?",
@@ -399,14 +441,20 @@ class FaceIndex:
                         (key, st.st_size, st.st_mtime, sha, r.width, r.height, now))
                     photo_id = cursor.lastrowid
                     report.added += 1
+                kept = [(face, vector) for face, vector in zip(r.faces, r.embeddings)
+                        if keep_face is None or keep_face(face)]
                 self.conn.executemany(
                     "INSERT INTO faces(photo_id, x, y, w, h, score, landmarks, model, embedding) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(photo_id, *(float(v) for v in face.box), float(face.score),
                       json.dumps([[round(float(x), 2), round(float(y), 2)] for x, y in face.landmarks]), model,
                       np.asarray(vector, dtype="<f4").tobytes())
-                     for face, vector in zip(r.faces, r.embeddings)])
-                report.faces += len(r.faces)
+                     for face, vector in kept])
+                if self._changes is not None and kept:
+                    self._changes.add([i for (i,) in self.conn.execute(
+                        "SELECT id FROM faces WHERE photo_id = ? ORDER BY id", (photo_id,))], [v for _, v in kept])
+                report.faces += len(kept)
+            bump(self.conn)
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:  # SQLite has rolled back already after a full disk or an I/O error
@@ -431,7 +479,7 @@ class FaceIndex:
 
     def _read_faces(self, largest_per_photo: bool) -> StoredFaces:
         # the faces of missing photos are kept but left out of every result
-        query = ("SELECT f.id, f.photo_id, p.path, f.x, f.y, f.w, f.h, f.embedding, f.cluster "
+        query = ("SELECT f.id, f.photo_id, p.path, f.x, f.y, f.w, f.h, f.embedding, f.cluster, f.score "
                  "FROM faces f JOIN photos p ON p.id = f.photo_id "
                  "WHERE p.id NOT IN (SELECT photo_id FROM missing)")
         if largest_per_photo:
@@ -441,7 +489,7 @@ class FaceIndex:
         dim = int(self.meta().get("dim", 0))
         if not rows:
             return StoredFaces(np.zeros(0, np.int64), np.zeros(0, np.int64), [], np.zeros((0, 4)),
-                               np.zeros((0, dim), np.float32), np.zeros(0, np.int64))
+                               np.zeros((0, dim), np.float32), np.zeros(0, np.int64), np.zeros(0))
         embeddings = np.frombuffer(b"".join(r[7] for r in rows), dtype="<f4").reshape(len(rows), -1)
         return StoredFaces(
             ids=np.array([r[0] for r in rows], np.int64),
@@ -450,6 +498,7 @@ class FaceIndex:
             boxes=np.array([r[3:7] for r in rows], np.float64),
             embeddings=embeddings.astype(np.float32),
             clusters=np.array([-2 if r[8] is None else r[8] for r in rows], np.int64),
+            scores=np.array([r[9] for r in rows], np.float64),
         )
 
     def photo_rows(self) -> list[dict]:
@@ -467,11 +516,12 @@ class FaceIndex:
 
         return search_index(self, query, embedder=embedder, detector=detector, top=top, bgr=bgr)
 
-    def cluster(self, min_size: int = 2, save: bool = True):
-        """Group the stored faces by person (scikit-learn's HDBSCAN); see facerun.people.cluster."""
+    def cluster(self, min_size: int = 2, save: bool = True, full: bool = False):
+        """Group the stored faces by person: the new ones only, or all again with full=True; see
+        facerun.people.cluster."""
         from .cluster import cluster_index
 
-        return cluster_index(self, min_size=min_size, save=save)
+        return cluster_index(self, min_size=min_size, save=save, full=full)
 
     def name_cluster(self, cluster_id: int, name: str | None) -> None:
         """Give a cluster a name (None clears it); kept across later `cluster` runs that find the same person."""

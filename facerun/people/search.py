@@ -1,8 +1,9 @@
-"""Search a face index by example: the photos of the person in a query photo, ranked by cosine similarity.
+"""Search a face index by example: the photos of the person in a query photo, ranked by cosine similarity; and a
+person's photos by name.
 
-Brute force: one matrix-vector product over every stored embedding. That is exact and, on unit vectors in float32,
-fast enough to a few million faces (see `bench_search` and the README's table); past that an approximate index
-(HNSW, IVF-PQ) would pay for itself.
+`search_index` asks the database's vector index (facerun.people.vectors: exact below ANN_MIN faces, faiss IVF above)
+for the nearest faces, then SQLite for their photos, leaving out missing photos; it widens the search until it has
+`top` photos or the cosines fall below the threshold. `top_photos` / `bench_search` are the brute-force reference.
 """
 
 from __future__ import annotations
@@ -67,15 +68,66 @@ def top_photos(embeddings: np.ndarray, photo_ids: np.ndarray, vector: np.ndarray
 
 
 def search_index(index, query, embedder=None, detector=None, top: int = 10, bgr: bool = False,
-                 exclude_path: str | None = None) -> list[Match]:
-    """The `top` photos of the index whose faces best match the largest face in `query`."""
+                 exclude_path: str | None = None, threshold: float | None = None) -> list[Match]:
+    """The `top` photos of the index whose faces best match the largest face in `query`, at cosine `threshold` or
+    more when given."""
     from ..face.detect import Detector
 
     embedder = embedder if embedder is not None else index.embedder()
     index.check_embedder(embedder)
     detector = detector if detector is not None else Detector(device=embedder.requested_device)
     vector, _ = query_face(query, embedder, detector, bgr=bgr)
-    return search_vector(index.faces(), vector, top=top, exclude_path=exclude_path)
+    return search_db(index, vector, top=top, exclude_path=exclude_path, threshold=threshold)
+
+
+def search_db(index, vector: np.ndarray, top: int = 10, exclude_path: str | None = None,
+              threshold: float | None = None) -> list[Match]:
+    """Rank the photos of a FaceIndex against one unit embedding, through its vector index."""
+    if top < 1:
+        raise InputError(f"--top must be 1 or more, not {top}")
+    vectors = index.vectors()
+    if vectors is None or len(vectors) == 0:
+        return []
+    k, found = min(len(vectors), 4 * top), {}
+    while True:
+        ids, cosines = vectors.search(np.asarray(vector, np.float32), k)
+        keep = ids >= 0
+        ids, cosines = ids[keep], cosines[keep]
+        rows = _face_rows(index.conn, ids)
+        found = {}
+        for face_id, cos in zip(ids.tolist(), cosines.tolist()):
+            row = rows.get(face_id)  # None: a missing photo's face
+            if row is None or (threshold is not None and cos < threshold) or row[1] == exclude_path:
+                continue
+            if row[0] not in found:
+                found[row[0]] = Match(image=row[1], box=row[2], cosine=float(cos), face_id=face_id)
+        low = threshold is not None and len(cosines) and cosines[-1] < threshold
+        if len(found) >= top or k >= len(vectors) or low:
+            return sorted(found.values(), key=lambda m: -m.cosine)[:top]
+        k = min(len(vectors), 4 * k)
+
+
+def _face_rows(conn, ids) -> dict[int, tuple]:
+    """face id -> (photo id, path, box) of the faces of present photos among `ids`."""
+    out = {}
+    ids = [int(i) for i in ids]
+    for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+        chunk = ids[start : start + 500]
+        for face_id, photo_id, path, *box in conn.execute(
+                "SELECT f.id, f.photo_id, p.path, f.x, f.y, f.w, f.h FROM faces f JOIN photos p ON p.id = f.photo_id "
+                f"WHERE f.id IN ({','.join('?' * len(chunk))}) AND p.id NOT IN (SELECT photo_id FROM missing)", chunk):
+            out[face_id] = (photo_id, path, tuple(float(v) for v in box))
+    return out
+
+
+def person_photos(index, name: str) -> list[Match]:
+    """The photos of the person `name` (a named cluster, and faces a name was recorded on), one row per face, by
+    path; cosine is NaN (there is no query)."""
+    from .persons import person_face_ids
+
+    rows = _face_rows(index.conn, person_face_ids(index.conn, name))
+    return sorted((Match(image=path, box=box, cosine=float("nan"), face_id=face_id)
+                   for face_id, (_, path, box) in rows.items()), key=lambda m: (m.image, m.face_id))
 
 
 def search_vector(stored, vector: np.ndarray, top: int = 10, exclude_path: str | None = None) -> list[Match]:
@@ -131,4 +183,5 @@ def _random_unit(rng, n: int, dim: int) -> np.ndarray:
     return out
 
 
-__all__ = ["Match", "bench_search", "query_face", "search_index", "search_vector", "top_photos"]
+__all__ = ["Match", "bench_search", "person_photos", "query_face", "search_db", "search_index", "search_vector",
+           "top_photos"]

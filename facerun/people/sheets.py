@@ -30,19 +30,23 @@ def face_thumbnail(image: Image.Image, box, size: int = THUMB) -> Image.Image:
 
 
 def write_sheets(clustering, out_dir, noise: bool = True) -> list[Path]:
-    """Write cluster-<id>[-<name>].png for every cluster (and noise.png), replacing the sheets of an earlier run
-    in that folder; return the files written."""
+    """Write cluster-<id>[-<name>].png for every cluster (and noise.png, unsorted.png), replacing the sheets of an
+    earlier run in that folder; return the files written."""
     out_dir = check_output_folder(out_dir, "--sheets", error=FacerunError)
-    for stale in [*out_dir.glob("cluster-*.png"), out_dir / "noise.png"]:
+    for stale in [*out_dir.glob("cluster-*.png"), out_dir / "noise.png", out_dir / "unsorted.png"]:
         stale.unlink(missing_ok=True)  # sheets of an earlier clustering would mislead
     written = []
     cache: dict[str, Image.Image | None] = {}
     groups = [(c.id, c.name, list(zip(c.images, c.boxes))) for c in clustering.clusters]
     if noise and clustering.noise:
         groups.append((None, None, [(f["image"], f["box"]) for f in clustering.noise]))
+    if getattr(clustering, "unsorted", None):  # below the quality gate: too small or unclear to name
+        groups.append(("unsorted", None, [(f["image"], f["box"]) for f in clustering.unsorted]))
     for cid, name, faces in groups:
         if cid is None:
             title, filename = f"noise: {len(faces)} faces in no cluster", "noise.png"
+        elif cid == "unsorted":
+            title, filename = f"unsorted: {len(faces)} faces too small or unclear to name", "unsorted.png"
         else:
             title = f"cluster {cid}" + (f" - {name}" if name else "") + f": {len(faces)} faces"
             filename = f"cluster-{cid:03d}" + (f"-{_slug(name)}" if name else "") + ".png"

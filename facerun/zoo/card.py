@@ -130,6 +130,7 @@ class ModelCard:
     family: str | None = None
     preprocess: Preprocess | None = None  # None: unknown (pixels 0..255 are fed as they are)
     threshold: float | None = None  # cosine match threshold (embedders)
+    false_match_rate: float | None = None  # impostor pairs at or above the threshold, where it was calibrated
     name: str | None = None  # the known model's or the replica's name
     sidecar: Path | None = None  # the description file, for source "sidecar"
     known: KnownModel | None = field(default=None, repr=False)
@@ -214,7 +215,8 @@ def identify_file(path: Path, label: str | None = None, sha256: str | None = Non
 def _known_card(known: KnownModel, path: Path, label: str, sha: str) -> ModelCard:
     pre = Preprocess(known.input_size, known.mean, known.std, bgr=not known.rgb)
     return ModelCard(path, label, known.kind, "known", sha, family=known.family, preprocess=pre,
-                     threshold=known.threshold, name=known.name, known=known)
+                     threshold=known.threshold, false_match_rate=known.false_match_rate, name=known.name,
+                     known=known)
 
 
 def _replica_card(replica, path: Path, label: str, sha: str | None = None) -> ModelCard:
