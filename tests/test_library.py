@@ -354,7 +354,8 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
         row = rows[path]
         assert fields <= set(row) and row["photos"] == len(paths) and row["faces"] > 0
         assert row["distinct_sizes"] == len(paths) and row["photos_per_s"] > 0 and row["first_photo_ms"] > 0
-        assert set(row["seconds"]) == {"decode", "compile", "detect", "post", "align", "embed", "total"}
+        assert set(row["seconds"]) == {"decode", "compile", "detect", "post", "align", "embed", "total", "feeding",
+                                       "phases"}
         assert (row["seconds"]["embed"] > 0) == path.endswith("+embed")
         assert row["gpu_checks"] == 0 and "%" in row["bottleneck"]
     assert rows["cpu"]["agree_with_cpu"] is None

@@ -173,11 +173,12 @@ class PhotoPath:
     embeds: bool = True  # with --embed, a second row PATH+embed: the whole job
     reference: bool = False  # may be the row whose faces every other row is compared with (the first such one)
     default: bool = False
+    floor: bool = False  # decoding alone: no faces to compare; every row's vs_decode is against the faster one
 
 
-def _library(device: str, serial: bool = False):
-    name = device + ("-serial" if serial else "")
-    return lambda job, embed: photo_rows.facerun_row(job, name, device, embed, serial)
+def _library(device: str, serial: bool = False, decoders: str = "threads"):
+    name = device + ("-serial" if serial else "") + ("-decoder-processes" if decoders == "processes" else "")
+    return lambda job, embed: photo_rows.facerun_row(job, name, device, embed, serial, decoders)
 
 
 def _processes(device: str):
@@ -189,6 +190,14 @@ PHOTO_PATHS: dict[str, PhotoPath] = {p.name: p for p in (
     PhotoPath("gpu", _library("gpu"), "the pipelined library run on the GPU", default=True),
     PhotoPath("cpu-serial", _library("cpu", serial=True), "the same work one photo after another", reference=True),
     PhotoPath("gpu-serial", _library("gpu", serial=True), "the same on the GPU"),
+    PhotoPath("cpu-decoder-processes", _library("cpu", decoders="processes"),
+              "the pipelined run decoding in a process per core into shared memory (start-up timed in)"),
+    PhotoPath("gpu-decoder-processes", _library("gpu", decoders="processes"), "the same on the GPU"),
+    PhotoPath("decode", lambda job, embed: photo_rows.decode_row(job), "decoding alone over --workers threads, as "
+              "the library decodes (the floor)", embeds=False, floor=True),
+    PhotoPath("decode-processes", lambda job, embed: photo_rows.decode_row(job, processes=True),
+              "decoding alone in a process per core into shared memory (start-up not timed)", embeds=False,
+              floor=True),
     PhotoPath("cpu-processes", _processes("cpu"), "the library run over --processes processes, start-up timed in"),
     PhotoPath("gpu-processes", _processes("gpu"), "the same on the GPU"),
     PhotoPath("opencv", lambda job, embed: photo_rows.opencv_row(job.photos, job.detector_model, 1),

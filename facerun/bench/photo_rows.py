@@ -55,6 +55,9 @@ class PhotoRow:
     agree_with_cpu: dict | None = None
     bottleneck: str = ""
     skipped: str | None = None
+    vs_decode: float | None = None  # photos/s over the faster decode row's (the floor), when one ran
+    decoders: str = ""  # where the library run decoded: "threads" or "N processes"
+    floor: bool = False  # a decode row: decoding alone
     # with --repeat N: every run's photos/s, and their spread (min–max for fewer than SPREAD_PERCENTILES_FROM runs,
     # else p10–p90); photos_per_s and faces_per_s are then the runs' medians, the rest the median run's
     runs: int = 1
@@ -69,9 +72,11 @@ class PhotoRow:
         return d
 
 
-def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial: bool = False) -> PhotoRow:
-    """facerun's library run on `device` ("cpu" or "gpu"): pipelined over job.workers decoding threads, or `serial`,
-    one photo after another (the loop facerun ran before the pipeline)."""
+def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial: bool = False,
+                decoders: str = "threads") -> PhotoRow:
+    """facerun's library run on `device` ("cpu" or "gpu"): pipelined over job.workers decoding threads (or
+    decoder processes: `decoders`), or `serial`, one photo after another (the loop facerun ran before the
+    pipeline)."""
     from ..face.detect import Detector
     from ..face.embed import Embedder
     from ..face.engines import run
@@ -85,7 +90,12 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
         return row
     detector, embedder = models
     row.device = detector.device
-    options = LibraryOptions(batch=batch, workers=row.workers, engine="serial" if serial else "threads")
+    options = LibraryOptions(batch=batch, workers=row.workers, engine="serial" if serial else "threads",
+                             decoders=decoders)
+    if not serial:
+        from ..face.decoders import default_processes
+
+        row.decoders = f"{default_processes()} processes" if decoders == "processes" else "threads"
     before = counters.snapshot()
     stats = LibraryStats()  # the clock starts here: models loaded, the device created
     with _garbage_collection() as collected:
@@ -125,6 +135,11 @@ def _fill(row: PhotoRow, stats, paid: dict) -> float:
     row.pipelines_created = paid.get("pipelines_created", 0)
     row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
     row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
+    clock = getattr(stats, "clock", None)
+    if clock is not None and clock.busy_ns:
+        # the thread feeding the network: its busy seconds, and their split by phase (facerun.phases)
+        row.seconds["feeding"] = round(clock.busy_ns / 1e9, 4)
+        row.seconds["phases"] = {k: round(v, 5) for k, v in clock.seconds().items()}
     row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
     return wall
 
@@ -202,6 +217,62 @@ def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: 
     }
     ranked = sorted(groups.items(), key=lambda kv: -kv[1])
     return "bound by " + ranked[0][0] + "; busy: " + ", ".join(f"{name} {s / wall:.0%}" for name, s in ranked)
+
+
+def decode_row(job: PhotoJob, processes: bool = False) -> PhotoRow:
+    """Decoding alone, the floor every other row is read against: the library's drafted decode
+    (images.load_photo_shrunk with the detector's fit, large JPEGs scaled down in the decoder) of every photo, over
+    job.workers threads (`decode`) or over as many processes as cores writing into shared memory, the library's
+    decoder processes (`decode-processes`; the clock starts once they are up, so their start-up is not in it).
+    The pixels are dropped; no network runs."""
+    from ..face.decoders import DecoderProcesses, default_processes, fit_of_family
+    from ..face.detect import _card
+    from ..face.families import family_of
+    from ..face.images import load_photo_shrunk
+
+    fit = fit_of_family(family_of(_card(job.detector_model).path))
+    photos = job.photos
+    count = default_processes() if processes else max(1, job.workers)
+    row = PhotoRow("decode-processes" if processes else "decode", workers=0 if processes else count,
+                   processes=count if processes else 1, floor=True)
+    row.device = f"cpu ({count} decoder processes, shared memory)" if processes else f"cpu ({count} threads)"
+    ring = DecoderProcesses(count, fit, slots=2 * count + 2) if processes else None
+    failed = [0]
+
+    def one(path):
+        t0 = time.perf_counter()
+        try:
+            if ring is not None:
+                pixels, _, slot = ring.decode(path)
+                ring.release(slot)
+            else:
+                pixels, _ = load_photo_shrunk(path, fit)
+            del pixels
+        except FacerunError:
+            failed[0] += 1
+        return time.perf_counter() - t0
+
+    pool = ThreadPoolExecutor(count, thread_name_prefix="facerun-decode-row")
+    start = time.perf_counter()
+    try:
+        seconds = 0.0
+        for i, s in enumerate(pool.map(one, photos)):
+            seconds += s
+            row.faces_by_photo.append([])
+            if i == 0:
+                row.first_photo_ms = (time.perf_counter() - start) * 1000.0
+        wall = max(time.perf_counter() - start, 1e-9)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if ring is not None:
+            ring.close()
+    row.photos = len(photos)
+    row.photos_per_s, row.faces_per_s = row.photos / wall, 0.0
+    row.seconds = {**dict.fromkeys(STAGE_COLUMNS, 0.0), "decode": round(seconds, 4), "total": round(wall, 4)}
+    what = "waiting on the processes" if processes else "decoding"
+    row.bottleneck = (f"{count} {'processes' if processes else 'threads'}: busy {what} {seconds / wall / count:.0%} "
+                      f"of their time" + (f"; {failed[0]} photos did not decode" if failed[0] else ""))
+    return row
 
 
 def opencv_row(photos: list, detector_model, threads: int = 1) -> PhotoRow:

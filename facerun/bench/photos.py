@@ -47,20 +47,26 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
     workers = default_workers() if workers is None else workers
     job = PhotoJob(photos, detector_model, batch, workers, processes, opencv_threads)
     rows: list[tuple[bool, PhotoRow]] = []  # (may be the reference, the row)
+    floors: list[PhotoRow] = []  # the decode rows
     for name in paths:
         path = REGISTRY[name]
         if on_row is not None:
             on_row(name)
         rows.append((path.reference, repeated(lambda p=path: p.row(job, None), repeat, on_row, name)))
+        if path.floor:
+            floors.append(rows[-1][1])
         if embed_model is not None and path.embeds:  # detection alone, then the whole job: both in one run
             if on_row is not None:
                 on_row(f"{name}+embed")
             rows.append((False, repeated(lambda p=path: p.row(job, embed_model), repeat, on_row,
                                                   f"{name}+embed")))
     reference = next((r for can, r in rows if can and not r.skipped), None)
+    floor = max((r.photos_per_s for r in floors if r.photos_per_s), default=None)
     for _, row in rows:
-        if reference is not None and row is not reference and not row.skipped:
+        if reference is not None and row is not reference and not row.skipped and not any(r is row for r in floors):
             row.agree_with_cpu = agreement(reference.faces_by_photo, row.faces_by_photo)
+        if floor and row.photos_per_s is not None:
+            row.vs_decode = round(row.photos_per_s / floor, 4)
     return {"format": FORMAT, "photos_dir": str(folder), "photos": len(photos),
             "detector": _name(detector_model, "yunet-2023mar"), "embedder": _name(embed_model, None), "batch": batch,
             "workers": workers, "repeat": repeat, "rows": [r.to_json() for _, r in rows]}

@@ -90,6 +90,13 @@ def _rate(r: dict) -> str:
     return _num(r["photos_per_s"])
 
 
+def phases_line(seconds: dict, photos: int) -> str:
+    """The feeding thread's ms a photo by phase (facerun.phases), the phases it spent no time in left out."""
+    per = {k: v * 1000.0 / photos for k, v in seconds["phases"].items()}
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in per.items() if v >= 0.005)
+    return f"feeding thread {seconds['feeding'] * 1000.0 / photos:.2f} ms a photo: {shown}"
+
+
 def print_photos(result: dict) -> None:
     repeat = result.get("repeat", 1)
     title = (f"{result['photos']} photos in {result['photos_dir']}: {result['detector']}"
@@ -98,24 +105,29 @@ def print_photos(result: dict) -> None:
              + (f"; {repeat} runs per row: photos/s and faces/s their medians, photos/s with its spread"
                 if repeat > 1 else ""))
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("path", "photos/s", "faces/s", "first ms", "faces", "sizes", "checks", "programs", "decode s",
-                 "compile s", "detect s", "post s", "align s", "embed s", "total s", "same as cpu"):
+    for name in ("path", "photos/s", "vs decode", "faces/s", "first ms", "faces", "sizes", "checks", "programs",
+                 "decode s", "compile s", "detect s", "post s", "align s", "embed s", "total s", "same as cpu"):
         table.add_column(name, justify="left" if name in ("path", "same as cpu") else "right")
     notes = []
     for r in result["rows"]:
         if r["skipped"] and not r["photos"]:
-            table.add_row(r["path"], *["—"] * 14, "skipped")
+            table.add_row(r["path"], *["—"] * 15, "skipped")
             notes.append(f"{r['path']}: skipped: {r['skipped']}")
             continue
         s = r["seconds"]
         agree = r["agree_with_cpu"]
         same = "reference" if agree is None else ("yes" if agree["same"] else
                                                   f"no: {agree['photos_differing']} photos differ")
-        table.add_row(r["path"], _rate(r), _num(r["faces_per_s"]), _num(r["first_photo_ms"], 0),
+        if r.get("floor"):
+            same = "decode only"
+        table.add_row(r["path"], _rate(r), _num(r.get("vs_decode"), 2), _num(r["faces_per_s"]),
+                      _num(r["first_photo_ms"], 0),
                       str(r["faces"]), str(r["distinct_sizes"]), str(r["gpu_checks"]), str(r["programs_compiled"]),
                       *(_num(s.get(k), 2) for k in ("decode", "compile", "detect", "post", "align", "embed", "total")),
                       same)
         notes.append(f"{r['path']} ({r['device']}): {r['bottleneck']}")
+        if s.get("phases") and r["photos"]:
+            notes.append(f"{r['path']}: {phases_line(s, r['photos'])}")
         if r["skipped"]:
             notes.append(f"{r['path']}: {r['skipped']}")
     print_table(table)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import phases
 from ..errors import ImageError, InputError
 from .images import load_photo, load_photo_shrunk
 from .photo_detector import PhotoDetector, photo_detector
@@ -62,7 +63,10 @@ class LibraryOptions:
     engine: "threads" (pipelined), "serial", "processes" or "ray" (face/engines.py ENGINES).
     processes: the processes engine's count; detector_args: the facerun.face.detect.Detector keyword arguments each
     process makes its own from (else the detector given to `run` must be those arguments).
-    ray: the Ray engine's facerun.face.ray_engine.RaySettings (its actors load the models it names)."""
+    ray: the Ray engine's facerun.face.ray_engine.RaySettings (its actors load the models it names).
+    decoders: where the threads engine decodes, "threads" (the `workers` threads) or "processes" (decoder_processes
+    processes, default the cores, writing into shared memory: face/decoders.py; for drafted runs, the others decode
+    on the threads). Threads are the default: on 2 cores they decode as fast, without the processes' start-up."""
 
     batch: int = 16
     all_faces: bool = True
@@ -73,8 +77,16 @@ class LibraryOptions:
     processes: int = 1
     detector_args: dict | None = field(default=None, compare=False)
     ray: object = field(default=None, compare=False)
+    decoders: str = "threads"
+    decoder_processes: int | None = None
 
     def __post_init__(self):
+        from .decoders import DECODERS
+
+        if self.decoders not in DECODERS:
+            raise InputError(f"unknown decoders '{self.decoders}' ({' or '.join(DECODERS)})")
+        if self.decoder_processes is not None and self.decoder_processes < 1:
+            raise InputError(f"decoder processes must be 1 or more, not {self.decoder_processes}")
         if self.processes < 1:
             raise InputError(f"processes must be 1 or more, not {self.processes}")
         if self.batch < 1:
@@ -84,10 +96,12 @@ class LibraryOptions:
 class LibraryStats:
     """What a library run did: busy seconds per stage (summed over the threads doing it), photos, faces, the
     distinct network input sizes, when the first photo came out, and where other processes (or Ray actors) ran
-    the network. Shared by the threads of one run."""
+    the network. Shared by the threads of one run. `clock`: where the thread feeding the network spent its busy
+    time, phase by phase (phases.py; the threads and serial engines fill it)."""
 
     def __init__(self):
         self.seconds = dict.fromkeys(STAGES, 0.0)
+        self.clock = phases.PhaseClock()
         self.photos = 0
         self.faces = 0
         self.sizes: set[tuple[int, int]] = set()
@@ -139,6 +153,28 @@ FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_R
 FIRST_RUNS = 2
 
 
+# A library run on the CPU is bound by the network thread, whose interpreter lanes wait for each other at every
+# step: a decoding thread at the same priority takes a lane's core in the middle of a band and holds the whole step
+# up (on 2 cores the pipelined run was slower than the serial one). At a lower priority (this much nicer, Linux
+# threads) the decoders run in the lanes' gaps and while the network waits for them.
+DECODER_NICE = 10
+
+
+def _nicer_thread() -> None:
+    """Lower this thread's priority by DECODER_NICE (the decoding threads of a run on the CPU); nothing where the
+    platform has no per-thread priority."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DECODER_NICE))
+    except (AttributeError, OSError):
+        pass
+
+
+def _on_cpu(detector: PhotoDetector) -> bool:
+    """Whether the detector's network runs on this process's CPU (facerun's interpreter or onnxruntime)."""
+    return getattr(detector, "device", None) == "cpu"
+
+
 def default_workers() -> int:
     """Decoding threads: the cores but one (the network thread has its own), at most DECODE_THREADS."""
     return max(1, min(DECODE_THREADS, (os.cpu_count() or 2) - 1))
@@ -153,16 +189,23 @@ class _Photo:
     rgb: np.ndarray | None = None
     prepared: object = None  # what the detector's prepare gave, between the stages
     crops: list = field(default_factory=list)
+    release: Callable[[], None] | None = None  # frees the decoder's shared slot `rgb` views, once the network ran
 
 
-def _decode(path: Path, detector: PhotoDetector, stats: LibraryStats, draft: bool = False) -> _Photo:
+def _decode(path: Path, detector: PhotoDetector, stats: LibraryStats, draft: bool = False,
+            processes=None) -> _Photo:
     """draft: the run needs the photo only as the detector's input (images.load_photo_shrunk: large JPEGs decode
-    scaled down); else the photo at its own size too, for alignment or drawing."""
+    scaled down); else the photo at its own size too, for alignment or drawing. processes: a drafted run's
+    decoders.DecoderProcesses, which decode it into a shared slot (released once the network ran on it)."""
     photo = _Photo(PhotoFaces(path=path))
     start = time.perf_counter()
     shrunk = size = None
     try:
-        if draft:
+        if processes is not None:
+            pixels, size, slot = processes.decode(path)
+            if slot is not None:
+                photo.release = lambda: processes.release(slot)
+        elif draft:
             pixels, size = load_photo_shrunk(path, detector.fit_size)
         else:
             pixels, shrunk = load_photo(path, detector.fit_size)
@@ -191,11 +234,19 @@ def _prepare(photo: _Photo, pixels: np.ndarray, detector: PhotoDetector, shrunk:
 
 
 def _detect(photo: _Photo, detector: PhotoDetector, stats: LibraryStats) -> None:
-    start = time.perf_counter()
-    detector.run_network(photo.prepared)
-    seconds = time.perf_counter() - start
-    photo.result.detect_ms += seconds * 1000.0
-    stats.add("detect", seconds)
+    clock = stats.clock
+    inner = clock.total_ns()
+    start = phases.perf_counter_ns()
+    with phases.recording(clock):  # the runners' phases on this thread (upload, submit, wait ...)
+        detector.run_network(photo.prepared)
+    if photo.release is not None:  # the photo is on the device (or in its blob): its decoder slot is free
+        photo.release()
+        photo.release, photo.rgb = None, None
+    ns = phases.perf_counter_ns() - start
+    # the Python around the runner: what its own phases leave of the call
+    clock.add(phases.PYTHON, max(0, ns - (clock.total_ns() - inner)))
+    photo.result.detect_ms += ns / 1e6
+    stats.add("detect", ns / 1e9)
 
 
 def _post(photo: _Photo, detector: PhotoDetector, embedder, all_faces: bool, keep_images: bool,
@@ -244,9 +295,11 @@ class _Batcher:
         yield from self._ready()
 
     def _embed(self, count: int) -> None:
-        start = time.perf_counter()
+        start = phases.perf_counter_ns()
         out = self.embedder.embed(np.stack([crop for _, crop in self.pending[:count]]), batch=self.batch)
-        self.stats.add("embed", time.perf_counter() - start)
+        ns = phases.perf_counter_ns() - start
+        self.stats.add("embed", ns / 1e9)
+        self.stats.clock.add(phases.EMBED, ns)  # on the feeding thread, where a run embeds
         for (owner, _), vector in zip(self.pending[:count], out):
             owner.append(vector)
         del self.pending[:count]
@@ -260,6 +313,37 @@ class _Batcher:
             if vectors:
                 result.embeddings = np.ascontiguousarray(np.stack(vectors), dtype=np.float32)
             yield result
+
+
+class _Busy:
+    """The feeding thread's busy time (stats.clock.busy_ns): the loop's time less its waits on the decoders, on
+    post-processing and on the consumer of its results. At the end, what the timed phases leave of it is the loop's
+    own Python (phases.PYTHON)."""
+
+    def __init__(self, clock: phases.PhaseClock):
+        self.clock, self.since = clock, None
+        self.before = clock.total_ns()
+
+    def start(self) -> None:
+        self.since = phases.perf_counter_ns()
+
+    def stop(self) -> None:
+        if self.since is not None:
+            self.clock.busy_ns += phases.perf_counter_ns() - self.since
+            self.since = None
+
+    def close(self) -> None:
+        self.stop()
+        timed = self.clock.total_ns() - self.before
+        self.clock.add(phases.PYTHON, max(0, self.clock.busy_ns - timed))
+
+
+def _handed(results: Iterable[PhotoFaces], busy: _Busy) -> Iterator[PhotoFaces]:
+    """`results` yielded on, the consumer's time not counted as the feeding thread's."""
+    for result in results:
+        busy.stop()
+        yield result
+        busy.start()
 
 
 # ------------------------------------------------------------------------------------------------- the runs
@@ -353,13 +437,24 @@ def _serial(paths, detector: PhotoDetector, embedder, options: LibraryOptions, s
             ) -> Iterator[PhotoFaces]:
     batcher = _Batcher(embedder, options.batch, stats)
     draft = _drafted(embedder, options)
-    for raw in paths:
-        photo = _decode(Path(raw), detector, stats, draft)
-        if photo.result.ok:
-            _detect(photo, detector, stats)
-            _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
-        yield from batcher.add(photo)
-    yield from batcher.finish()
+    clock, busy = stats.clock, _Busy(stats.clock)
+    busy.start()
+    try:
+        for raw in paths:
+            start, compiled = phases.perf_counter_ns(), stats.seconds["compile"]
+            photo = _decode(Path(raw), detector, stats, draft)
+            compiled = int((stats.seconds["compile"] - compiled) * 1e9)  # a new size's programs, made in _decode
+            clock.add(phases.PROGRAM, compiled)
+            clock.add(phases.DECODE, phases.perf_counter_ns() - start - compiled)
+            if photo.result.ok:
+                _detect(photo, detector, stats)
+                start = phases.perf_counter_ns()
+                _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
+                clock.lap(phases.POST, start)
+            yield from _handed(batcher.add(photo), busy)
+        yield from _handed(batcher.finish(), busy)
+    finally:
+        busy.close()
 
 
 def iter_decoded_faces(decoded: Iterable[tuple], detector, embedder=None, batch: int = 16, all_faces: bool = True,
@@ -392,10 +487,20 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     batcher = _Batcher(embedder, options.batch, stats)
     draft = _drafted(embedder, options)
     source = iter(paths)
+    processes = None
+    if options.decoders == "processes" and draft:
+        from .decoders import DecoderProcesses, default_processes, fit_of
+
+        count = options.decoder_processes or default_processes()
+        workers = max(workers, count)  # a thread per process waits on it, then lays its photo out
+        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4)
+    through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
     decoding: deque[Future] = deque()
     posting: deque[Future] = deque()
-    decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode")
+    nicer = DECODER_NICE > 0 and processes is None and _on_cpu(detector)
+    decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
+                                  initializer=_nicer_thread if nicer else None)
     # NMS and alignment (a few ms a photo of many faces) on threads of their own: numpy lets go of the GIL there
     posters = post_threads(workers)
     stats.post_threads = posters
@@ -413,16 +518,20 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
             raw = next(source, None)
             if raw is None:
                 return
-            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft))
+            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft, **through))
 
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
+    busy = _Busy(stats.clock)
+    busy.start()
     try:
         top_up()
         while decoding or posting:
             if decoding:
+                busy.stop()  # waiting on the decoders is no busy time
                 photo = decoding.popleft().result()
+                busy.start()
                 top_up()
                 if photo.result.ok:
                     _detect(photo, detector, stats)  # the device works while the decoders go on
@@ -440,11 +549,17 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
             # (its latency is what a user sees first) or when nothing else is left
             while posting and (posting[0].done() or len(posting) > posters + 1 or not decoding
                                or stats.first_photo_s is None):
-                yield from batcher.add(posting.popleft().result())
-        yield from batcher.finish()
+                busy.stop()
+                done_photo = posting.popleft().result()
+                busy.start()
+                yield from _handed(batcher.add(done_photo), busy)
+        yield from _handed(batcher.finish(), busy)
     finally:
+        busy.close()
         decoders.shutdown(wait=False, cancel_futures=True)
         poster.shutdown(wait=False, cancel_futures=True)
+        if processes is not None:
+            processes.close()  # a thread still waiting on it gets a FacerunError, which nobody reads
 
 
 __all__ = ["LibraryOptions", "LibraryStats", "PhotoFaces", "iter_decoded_faces", "iter_photo_faces",

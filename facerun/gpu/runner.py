@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from .. import phases
 from .. import program as P
 from ..errors import GpuError
 from . import device as D
@@ -97,12 +98,16 @@ class GpuProgram:
     def current(self, photo: tuple[int, int] | None = None) -> None:
         """Before a run (lock held): rebind when the arena grew since, and load this program's parameters (masked to
         a `photo` of fewer rows and columns than the input, photo.PhotoInput)."""
+        clock = phases.current()
+        t = phases.perf_counter_ns() if clock else 0
         if self.generation != self.arena.generation:
             self._bind()
         if photo is None or photo == self.photo.input_hw:
             self.arena.load_params(self, self.params)
         else:
             self.arena.load_params((self, photo), self.photo.params(photo))
+        if clock:
+            clock.lap(phases.PARAMS, t)
 
     def mask_reason(self, align: int) -> str | None:
         """None when this program runs a photo of a multiple of `align` rows and columns up to its input's exactly
@@ -232,11 +237,17 @@ class GpuProgram:
 
         def prepare():
             self.current(photo)
+            clock = phases.current()
+            t = phases.perf_counter_ns() if clock else 0
             for (_, slot, _), a in zip(self.inputs, arrays):
                 self.dev.queue.write_buffer(self.buffers[slot], 0, a)
+            if clock:
+                t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
             if commands is None:
                 commands = self._commands()
+            if clock:
+                clock.lap(phases.RECORD, t)
             return commands, self.staging
 
         def record_next():
@@ -249,7 +260,12 @@ class GpuProgram:
         """One run's submission (the lock held, at the GPU's pace) and its outputs by name."""
         with self.lock, pace.turn():
             flat = self._submit("the program", prepare, record_next)
-        return self._unpack(flat)
+        clock = phases.current()
+        t = phases.perf_counter_ns() if clock else 0
+        out = self._unpack(flat)
+        if clock:
+            clock.lap(phases.CUT, t)
+        return out
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
                   align: int = 32) -> dict[str, np.ndarray]:
@@ -305,14 +321,20 @@ class GpuProgram:
         except Exception as e:
             raise GpuError(f"recording the GPU work failed: {short_error(e)}") from None
         seen = D.errors_seen()[0]
+        clock = phases.current()  # the feeding thread's phases (phases.py): the wait and read-back in readback.py
         try:
             if D.take_injected("submit"):
                 raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
+            t = phases.perf_counter_ns() if clock else 0
             self.dev.queue.submit([commands])
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
+            if clock:
+                t = clock.lap(phases.SUBMIT, t)
             if after_submit is not None:
                 after_submit()
+                if clock:
+                    clock.lap(phases.RECORD, t)
             if D.take_injected("readback"):
                 raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
             data = readback.read(self.dev.device, staging)

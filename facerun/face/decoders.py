@@ -1,0 +1,280 @@
+"""Decoding photos in processes of their own, into shared memory (LibraryOptions.decoders = "processes").
+
+In one process every decoding thread's Python (opening the file, reading the header, shrinking, laying out) takes
+turns on the GIL with the thread feeding the network; processes have a GIL each. `DecoderProcesses` starts N spawned
+processes and one shared memory block cut into slots, each large enough for the largest photo the detector is fed
+(SLOT_SIDE on the long side, four bytes a pixel): a process decodes a photo (images.load_photo_shrunk, the very
+decoder and shrink the threads use) into the slot the caller reserved for it, and the caller gets the pixels as a
+view of that slot: no copy on this side, and the GPU's upload reads the slot itself. A slot is free again when the
+caller releases it (after the network ran on it). A photo that does not fit a slot (a detector that takes photos
+at their own size) comes back through the results queue instead.
+
+Errors stay per photo: a file that does not decode gives the ImageError a thread would have raised, with the same
+one-line message. A process that dies fails the photos it had, and the run, with a FacerunError. `close` (also on an
+exception or Ctrl-C: the processes ignore SIGINT, their parent stops them) ends the processes and unlinks the shared
+memory, so no segment outlives the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+from concurrent.futures import Future
+from multiprocessing import shared_memory
+from pathlib import Path
+
+import numpy as np
+
+from .. import settings
+from ..errors import FacerunError, ImageError, InputError
+
+DECODERS = ("threads", "processes")
+SLOT_SIDE = 1280  # detect.DEFAULT_MAX_SIDE: what a YuNet detector is fed at most
+SLOT_BYTES = SLOT_SIDE * SLOT_SIDE * 4
+START_S = 60.0  # a process not ready by then (imports on a loaded machine take seconds) fails the run
+POLL_S = 0.5  # how often a wait looks whether the processes are alive and the run still on
+
+
+def default_processes() -> int:
+    """Decoding processes: the cores (the feeding thread mostly waits on the device)."""
+    return max(1, os.cpu_count() or 1)
+
+
+class DecoderProcesses:
+    """`processes` decoding processes over `slots` shared slots; `decode(path)` from any thread (it blocks until a
+    slot is free and the photo is decoded). fit: images.load_photo_shrunk's, picklable (functools.partial of
+    yunet.shrunk_size), the same the threads would use."""
+
+    def __init__(self, processes: int, fit, slots: int):
+        from .. import limits
+
+        self.slots = max(1, int(slots))
+        self._closed = False
+        self._free: queue.Queue = queue.Queue()
+        for i in range(self.slots):
+            self._free.put(i)
+        self._pending: dict[int, Future] = {}
+        self._lock = threading.Lock()
+        self._count = itertools.count()
+        self._failed: str | None = None
+        ctx = multiprocessing.get_context("spawn")  # no fork: threads, a device or a BLAS pool must not be copied
+        self.shm = shared_memory.SharedMemory(create=True, size=self.slots * SLOT_BYTES)
+        self.name = self.shm.name
+        self._tasks, self._results = ctx.Queue(), ctx.Queue()
+        passed = {"FACERUN_MAX_PIXELS": str(limits.max_pixels())}
+        self.procs = [ctx.Process(target=_child, args=(self.name, fit, passed, self._tasks, self._results),
+                                  name=f"facerun-decode-{i}", daemon=True) for i in range(max(1, int(processes)))]
+        try:
+            for p in self.procs:
+                p.start()
+            self._wait_ready()
+        except BaseException:
+            self.close()
+            raise
+        self._reader = threading.Thread(target=self._read, name="facerun-decode-results", daemon=True)
+        self._reader.start()
+
+    # ---- the caller's side
+    def decode(self, path) -> tuple[np.ndarray, tuple[int, int], int | None]:
+        """(pixels, the photo's own (width, height), its slot or None): what load_photo_shrunk(path, fit) gives,
+        the pixels a view of the slot until `release(slot)`. Raises ImageError as load_photo_shrunk would."""
+        slot = self._take_slot()
+        future: Future = Future()
+        with self._lock:
+            index = next(self._count)
+            self._pending[index] = future
+        try:
+            self._tasks.put((index, str(Path(path)), slot))
+            kind, value = self._result(future)
+        except BaseException:
+            self.release(slot)
+            raise
+        if kind == "slot":
+            shape, size = value
+            view = np.ndarray(shape, np.uint8, buffer=self.shm.buf, offset=slot * SLOT_BYTES)
+            return view, tuple(size), slot
+        self.release(slot)
+        if kind == "array":
+            pixels, size = value
+            return pixels, tuple(size), None
+        if kind == "image":
+            raise ImageError(value)
+        if kind == "input":
+            raise InputError(value)
+        raise FacerunError(f"decoding {path} failed in a decoder process: {value}")
+
+    def release(self, slot: int | None) -> None:
+        if slot is not None:
+            self._free.put(slot)
+
+    def _take_slot(self) -> int:
+        while True:
+            self._check()
+            try:
+                return self._free.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+
+    def _result(self, future: Future):
+        while True:
+            self._check()
+            try:
+                return future.result(timeout=POLL_S)
+            except TimeoutError:
+                continue
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise FacerunError(self._failed)
+        if self._closed:
+            raise FacerunError("the decoder processes were stopped")
+
+    # ---- the processes' side
+    def _wait_ready(self) -> None:
+        ready = 0
+        waited = 0.0
+        while ready < len(self.procs):
+            try:
+                message = self._results.get(timeout=POLL_S)
+            except queue.Empty:
+                waited += POLL_S
+                dead = [p for p in self.procs if p.exitcode is not None]
+                if dead:
+                    raise FacerunError(f"a decoder process ended as it started (exit code {dead[0].exitcode})"
+                                       ) from None
+                if waited > START_S:
+                    raise FacerunError(f"the decoder processes were not ready after {START_S:.0f} s") from None
+                continue
+            if message[0] == "ready":
+                ready += 1
+            elif message[0] == "broken":
+                raise FacerunError(f"a decoder process could not start: {message[1]}")
+
+    def _read(self) -> None:
+        """The results thread: each result to its photo's future; a dead process fails the run."""
+        while not self._closed:
+            try:
+                index, kind, value = self._results.get(timeout=POLL_S)
+            except queue.Empty:
+                dead = [p for p in self.procs if p.exitcode is not None]
+                if dead and not self._closed:
+                    self._fail(f"a decoder process ended (exit code {dead[0].exitcode})")
+                    return
+                continue
+            except (EOFError, OSError, ValueError):  # the queue was closed under us: the run is ending
+                return
+            with self._lock:
+                future = self._pending.pop(index, None)
+            if future is not None:
+                future.set_result((kind, value))
+
+    def _fail(self, why: str) -> None:
+        self._failed = why
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            future.set_exception(FacerunError(why))
+
+    def close(self) -> None:
+        """End the processes (at once: queued photos are dropped) and unlink the shared memory. Idempotent."""
+        if getattr(self, "_shut", False):
+            return
+        self._shut = self._closed = True
+        try:
+            reader = getattr(self, "_reader", None)
+            if reader is not None and reader is not threading.current_thread():
+                reader.join(timeout=4 * POLL_S)  # it sees _closed within POLL_S, before the queues close under it
+            started = [p for p in self.procs if p.pid is not None]
+            for p in started:
+                if p.is_alive():
+                    p.terminate()
+            for p in started:
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5)
+            for q in (self._tasks, self._results):
+                q.close()
+                q.cancel_join_thread()
+        finally:  # the segment goes whatever happened above
+            with contextlib.suppress(BufferError):  # views still held by the caller: the mapping goes with them
+                self.shm.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.shm.unlink()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def no_fit(width: int, height: int) -> None:
+    """A fit that keeps every photo at its own size (a detector that resizes photos itself)."""
+    return None
+
+
+def fit_of(detector):
+    """`detector.fit_size` as a picklable function a decoding process can call: facerun's YuNet detectors shrink
+    past their max_side (yunet.shrunk_size), the other detectors take photos at their own size."""
+    import functools
+
+    from . import yunet
+    from .detect import Detector
+
+    if isinstance(detector, Detector) and detector.family.follows_image:
+        return functools.partial(yunet.shrunk_size, max_side=detector.max_side)
+    return no_fit
+
+
+def fit_of_family(family, max_side: int | None = None):
+    """The fit a facerun Detector of `family` at `max_side` (default detect.DEFAULT_MAX_SIDE) decodes with."""
+    import functools
+
+    from . import yunet
+    from .detect import DEFAULT_MAX_SIDE
+
+    if not family.follows_image:
+        return no_fit
+    return functools.partial(yunet.shrunk_size, max_side=DEFAULT_MAX_SIDE if max_side is None else max_side)
+
+
+def _child(name: str, fit, passed: dict, tasks, results) -> None:
+    """A decoding process: photos from `tasks` decoded into their slots of the shared memory `name`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
+    try:
+        settings.pass_on(passed)
+        from .images import load_photo_shrunk
+
+        shm = shared_memory.SharedMemory(name=name)
+    except Exception as e:  # noqa: BLE001 (said to the parent, which fails the run with it)
+        results.put(("broken", f"{type(e).__name__}: {e}", None))
+        return
+    results.put(("ready", os.getpid(), None))
+    while (task := tasks.get()) is not None:
+        index, path, slot = task
+        try:
+            pixels, size = load_photo_shrunk(path, fit)
+        except ImageError as e:
+            results.put((index, "image", str(e)))
+            continue
+        except InputError as e:
+            results.put((index, "input", str(e)))
+            continue
+        except Exception as e:  # noqa: BLE001 (a decoder bug: the parent raises it for this photo)
+            results.put((index, "failed", f"{type(e).__name__}: {e}"))
+            continue
+        if pixels.nbytes <= SLOT_BYTES:
+            np.ndarray(pixels.shape, np.uint8, buffer=shm.buf, offset=slot * SLOT_BYTES)[...] = pixels
+            results.put((index, "slot", (pixels.shape, size)))
+        else:
+            results.put((index, "array", (pixels, size)))
+        del pixels
+
+
+__all__ = ["DECODERS", "DecoderProcesses", "default_processes", "fit_of", "fit_of_family", "no_fit"]

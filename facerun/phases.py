@@ -1,0 +1,80 @@
+"""Where the thread feeding the network spends its time, phase by phase (`facerun bench photos`' `seconds.phases`).
+
+A run hands its `PhaseClock` to the code it calls on its own thread with `recording(clock)`: the runners ask for it
+once per run (`current()`, None when nobody records) and add perf_counter_ns differences to its phases. The clock is
+per thread, so work the same objects do on other threads (decoders compiling ahead) is not counted in it. A run's
+cost is a few list additions: no objects are made per photo.
+
+The phases, in a photo's order (what each covers is said where it is timed):
+    decode    decoding and laying out the photo (only where the feeding thread decodes: the serial run)
+    program   choosing the program of the photo's size, compiling it where no decoder did (net.py, gpu/photo.py)
+    params    writing the program's parameters, a photo's mask sizes (gpu/runner.py `current`)
+    upload    the photo's bytes or the input written to the device (queue.write_buffer)
+    record    recording the command buffer (the pass, the copies); mostly done for the next run after submitting
+    submit    queue.submit
+    wait      waiting for the device to finish (the read-back buffer's mapping)
+    readback  copying the outputs out of the mapped buffer
+    cut       the outputs cut by name and cropped to the photo's own size
+    cpu       the CPU interpreter's run (the network on the CPU)
+    post      NMS and alignment (only where the feeding thread does them: the serial run)
+    embed     the embedding network's batches
+    python    the rest of the feeding thread's busy time: the library's loop and the Python around the runner
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from time import perf_counter_ns
+
+PHASES = ("decode", "program", "params", "upload", "record", "submit", "wait", "readback", "cut", "cpu", "post",
+          "embed", "python")
+(DECODE, PROGRAM, PARAMS, UPLOAD, RECORD, SUBMIT, WAIT, READBACK, CUT, CPU, POST, EMBED, PYTHON) = range(len(PHASES))
+
+
+class PhaseClock:
+    """Nanoseconds per phase (`ns[PROGRAM]` ...), and `busy_ns`: the feeding thread's busy time measured on its own
+    (the loop's time less its waits), which the phases should add up to."""
+
+    __slots__ = ("ns", "busy_ns")
+
+    def __init__(self):
+        self.ns = [0] * len(PHASES)
+        self.busy_ns = 0
+
+    def add(self, phase: int, ns: int) -> None:
+        self.ns[phase] += ns
+
+    def lap(self, phase: int, since: int) -> int:
+        """Add the time from `since` (a perf_counter_ns) to now to `phase`; now, for the next lap."""
+        now = perf_counter_ns()
+        self.ns[phase] += now - since
+        return now
+
+    def seconds(self) -> dict[str, float]:
+        return {name: ns / 1e9 for name, ns in zip(PHASES, self.ns)}
+
+    def total_ns(self) -> int:
+        return sum(self.ns)
+
+
+_local = threading.local()
+
+
+def current() -> PhaseClock | None:
+    """The clock this thread records into, or None."""
+    return getattr(_local, "clock", None)
+
+
+@contextmanager
+def recording(clock: PhaseClock | None):
+    """Within the block, this thread's runners add their phases to `clock` (None: to nobody)."""
+    before = getattr(_local, "clock", None)
+    _local.clock = clock
+    try:
+        yield clock
+    finally:
+        _local.clock = before
+
+
+__all__ = ["PHASES", "PhaseClock", "current", "perf_counter_ns", "recording"]
