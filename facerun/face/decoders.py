@@ -10,9 +10,10 @@ caller releases it (after the network ran on it). A photo that does not fit a sl
 at their own size) comes back through the results queue instead.
 
 Errors stay per photo: a file that does not decode gives the ImageError a thread would have raised, with the same
-one-line message. A process that dies fails the photos it had, and the run, with a FacerunError. `close` (also on an
-exception or Ctrl-C: the processes ignore SIGINT, their parent stops them) ends the processes and unlinks the shared
-memory, so no segment outlives the run.
+one-line message. A process that dies fails the photos it had, and the run, with a FacerunError. The segment's name
+is removed as soon as every process has it mapped, so no segment outlives the run however it ends (the memory goes
+with its last mapping); `close` (also on an exception or Ctrl-C: the processes ignore SIGINT, their parent stops
+them) ends the processes.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class DecoderProcesses:
         self._count = itertools.count()
         self._failed: str | None = None
         ctx = multiprocessing.get_context("spawn")  # no fork: threads, a device or a BLAS pool must not be copied
-        self.shm = shared_memory.SharedMemory(create=True, size=self.slots * SLOT_BYTES)
+        self.shm = _Segment(create=True, size=self.slots * SLOT_BYTES)
         self.name = self.shm.name
+        self._named = True
         self._tasks, self._results = ctx.Queue(), ctx.Queue()
         passed = {"FACERUN_MAX_PIXELS": str(limits.max_pixels())}
         self.procs = [ctx.Process(target=_child, args=(self.name, fit, passed, self._tasks, self._results),
@@ -76,6 +78,7 @@ class DecoderProcesses:
         except BaseException:
             self.close()
             raise
+        self._unlink()  # every process has it mapped: its name can go now, so no crash of ours can leave it behind
         self._reader = threading.Thread(target=self._read, name="facerun-decode-results", daemon=True)
         self._reader.start()
 
@@ -200,10 +203,20 @@ class DecoderProcesses:
                     p.join(timeout=5)
             for q in (self._tasks, self._results):
                 q.close()
-                q.cancel_join_thread()
-        finally:  # the segment goes whatever happened above
-            with contextlib.suppress(BufferError):  # views still held by the caller: the mapping goes with them
-                self.shm.close()
+                # its feeder thread ends at once (the tasks in it are a few hundred bytes each, at most one per
+                # slot: they fit the pipe, read or not), and with it the last hold on the queue's semaphores
+                q.join_thread()
+            # the queues' named semaphores are unlinked when the queues go (spawned children open them by name)
+            self._tasks = self._results = None
+        finally:  # the segment's name goes whatever happened above
+            self._unlink()
+
+    def _unlink(self) -> None:
+        """Remove the segment's name. The memory itself stays mapped while a view of a slot lives (a photo still
+        on its way through a stage), and goes with the last one: unmapping it here could pull it from under a
+        thread still reading a photo."""
+        if self._named:
+            self._named = False
             with contextlib.suppress(FileNotFoundError):
                 self.shm.unlink()
 
@@ -212,6 +225,15 @@ class DecoderProcesses:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Segment(shared_memory.SharedMemory):
+    """A shared memory block unmapped only when nothing views it any more (not at the object's end while a
+    photo's view still lives, which SharedMemory.__del__ would report as an ignored BufferError)."""
+
+    def __del__(self):
+        with contextlib.suppress(BufferError, OSError):
+            self.close()
 
 
 def no_fit(width: int, height: int) -> None:

@@ -318,19 +318,22 @@ class _Batcher:
 class _Busy:
     """The feeding thread's busy time (stats.clock.busy_ns): the loop's time less its waits on the decoders, on
     post-processing and on the consumer of its results. At the end, what the timed phases leave of it is the loop's
-    own Python (phases.PYTHON)."""
+    own Python (phases.PYTHON). Phases timed within a wait (a batch of photos run when its first one is asked
+    for) are busy time all the same."""
 
     def __init__(self, clock: phases.PhaseClock):
         self.clock, self.since = clock, None
-        self.before = clock.total_ns()
+        self.before = self.stopped = clock.total_ns()
 
     def start(self) -> None:
         self.since = phases.perf_counter_ns()
+        self.clock.busy_ns += self.clock.total_ns() - self.stopped
 
     def stop(self) -> None:
         if self.since is not None:
             self.clock.busy_ns += phases.perf_counter_ns() - self.since
             self.since = None
+            self.stopped = self.clock.total_ns()
 
     def close(self) -> None:
         self.stop()

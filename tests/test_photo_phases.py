@@ -1,0 +1,100 @@
+"""The feeding thread's time by phase (facerun/phases.py) on real runs, and `bench photos`' decode rows (the floor)
+with every row's vs_decode."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from facerun import phases
+from facerun.cli import main as cli
+from facerun.face.detect import Detector
+from facerun.face.engines import run
+from facerun.face.images import iter_images
+from facerun.face.library import LibraryOptions, LibraryStats
+
+from conftest import DATA
+
+PHOTOS = iter_images([DATA])
+TOLERANCE = 0.02  # of the busy time: the phases are laps of one clock, so they add up to it bar rounding
+
+
+def _run(detector, photos, engine: str) -> tuple[LibraryStats, list]:
+    stats = LibraryStats()
+    out = list(run(photos, detector, None, LibraryOptions(engine=engine, workers=1), stats=stats))
+    return stats, out
+
+
+def _adds_up(clock: phases.PhaseClock, wall_s: float) -> dict:
+    seconds = clock.seconds()
+    assert all(v >= 0 for v in seconds.values())
+    busy = clock.busy_ns
+    assert 0 < busy <= wall_s * 1e9 * 1.01  # one thread's busy time, within the run's wall time
+    assert abs(clock.total_ns() - busy) <= TOLERANCE * busy, (seconds, busy)
+    return {k: v * 1e9 / busy for k, v in seconds.items()}  # each phase's share of the busy time
+
+
+@pytest.fixture(scope="module")
+def cpu_detector():
+    return Detector(device="cpu")
+
+
+def test_the_cpu_runs_phases_add_up_to_the_feeding_threads_busy_time(cpu_detector):
+    photos = PHOTOS[:8]
+    stats, out = _run(cpu_detector, photos, "threads")
+    assert len(out) == len(photos)
+    share = _adds_up(stats.clock, stats.wall_s)
+    # pipelined on the CPU the feeding thread runs the interpreter, and decodes nothing itself
+    assert share["cpu"] > 0.5 and share["decode"] == 0 and share["post"] == 0
+    assert all(share[k] == 0 for k in ("params", "upload", "record", "submit", "wait", "readback"))
+    # the interpreter's own time is a part of the detect stage's (which also holds the Python around it)
+    assert stats.clock.ns[phases.CPU] <= stats.seconds["detect"] * 1e9
+
+    stats, out = _run(cpu_detector, photos, "serial")
+    share = _adds_up(stats.clock, stats.wall_s)
+    assert share["decode"] > 0 and share["cpu"] > 0.3 and share["post"] > 0  # one thread does it all
+    # the serial run's decode phase is its decode stage (the stage's clock is another, started elsewhere)
+    assert stats.clock.ns[phases.DECODE] == pytest.approx(stats.seconds["decode"] * 1e9, rel=0.05, abs=2e6)
+
+
+def test_the_gpu_runs_phases_add_up_on_lavapipe(gpu):
+    detector = Detector(device="gpu")
+    if detector.device == "cpu":
+        pytest.skip(f"no GPU: {detector.net.gpu_reason}")
+    photos = PHOTOS[:4]
+    stats, _ = _run(detector, photos, "serial")  # the model's check on the first photo
+    stats, out = _run(detector, photos, "threads")
+    share = _adds_up(stats.clock, stats.wall_s)
+    for name in ("params", "upload", "record", "submit", "wait", "readback", "cut"):
+        assert share[name] > 0, name
+    assert share["cpu"] == 0  # every photo ran on the device
+    assert share["wait"] > share["submit"]  # lavapipe runs the network on the CPU while the thread waits
+
+
+def test_bench_photos_has_the_decode_rows_vs_decode_and_the_phases(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for path in PHOTOS[:6]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    args = ["--allow-software", "bench", "photos", str(folder), "--paths", "decode,decode-processes,cpu,cpu-serial"]
+    result = CliRunner().invoke(cli, args + ["--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["path"]: r for r in json.loads(result.stdout)["rows"]}
+    assert list(rows) == ["decode", "decode-processes", "cpu", "cpu-serial"]
+    floor = max(rows["decode"]["photos_per_s"], rows["decode-processes"]["photos_per_s"])
+    for row in rows.values():
+        assert row["photos"] == 6 and row["vs_decode"] == pytest.approx(row["photos_per_s"] / floor, rel=1e-3)
+    for name in ("decode", "decode-processes"):
+        assert rows[name]["floor"] and rows[name]["faces"] == 0 and rows[name]["agree_with_cpu"] is None
+    assert rows["decode-processes"]["processes"] >= 1 and rows["decode"]["workers"] >= 1
+    assert rows["cpu-serial"]["agree_with_cpu"]["same"]
+    for name in ("cpu", "cpu-serial"):
+        s = rows[name]["seconds"]
+        assert set(s["phases"]) == set(phases.PHASES)
+        assert sum(s["phases"].values()) == pytest.approx(s["feeding"], rel=TOLERANCE, abs=1e-3)
+        assert s["phases"]["cpu"] > 0
+
+    table = CliRunner().invoke(cli, args)
+    assert table.exit_code == 0, table.output
+    assert "vs decode" in table.stdout and "decode only" in table.stdout
+    assert "cpu: feeding thread" in table.stdout and "ms a photo: " in table.stdout
