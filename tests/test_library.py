@@ -300,12 +300,12 @@ def test_the_first_photo_runs_with_only_a_few_photos_decoding_beside_it(tmp_path
     """Until the network has run its first FIRST_RUNS (2) photos, FIRST_AHEAD photos decode ahead of it (the model's
     GPU check finishes before the second run); then the whole window."""
     import shutil
-    from pathlib import Path
 
     from facerun.face import library
     from facerun.face.detect import Detector
 
-    photo = Path(__file__).resolve().parents[1] / "docs" / "detect-group.jpg"  # shipped: no ../shared needed
+    need_real_data()
+    photo = FACES / "group" / "insightface_t1.jpg"  # six faces
     paths = []
     for i in range(12):
         paths.append(tmp_path / f"p{i:02d}.jpg")
