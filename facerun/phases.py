@@ -6,7 +6,8 @@ per thread, so work the same objects do on other threads (decoders compiling ahe
 cost is a few list additions: no objects are made per photo.
 
 The phases, in a photo's order (what each covers is said where it is timed):
-    decode    decoding and laying out the photo (only where the feeding thread decodes: the serial run)
+    decode    decoding and laying out the photo (only where the feeding thread decodes: the serial run, and a CPU run
+              taking back a decode its decoding threads had not started)
     program   choosing the program of the photo's size, compiling it where no decoder did (net.py, gpu/photo.py)
     params    writing the program's parameters, a photo's mask sizes (gpu/runner.py `current`)
     upload    the photo's bytes or the input written to the device (queue.write_buffer)
