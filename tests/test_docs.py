@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
@@ -126,3 +128,227 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path, mon
     assert broken_links(doc) == ["README.md:2: docs/ray.md (no such file)",
                                  "README.md:2: docs/gpu.md#speed (no heading #speed in docs/gpu.md)",
                                  "README.md:9: docs/chart.png (no such file)"]
+
+
+# ------------------------------------------------------------------------------ the commands the docs show
+
+_COMMAND_DOCS = [doc for doc in DOCS if doc.name != "cli.md"]  # cli.md is --help itself (checked above)
+_ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+_SYNOPSIS = re.compile(r"[\[\]{}]|\.\.\.|\w\|\w|[A-Z]{2,}\|")  # [--opt], NAME..., auto|cpu|gpu, NAME|PATH
+_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$")  # ID, NAME, DIR: the reader's value goes there
+_STOPS = {"|", "||", "&&", ";", ">", ">>", "2>", "2>&1", "&"}
+
+
+def _code_lines(text: str):
+    """(line number, line) of each code line: inside fences (but Python, SQL and the like) or indented 4 spaces after
+    a blank line, the code block's indent taken off and backslash-continued lines joined."""
+    lines = text.splitlines()
+    out, fence, indented, i = [], None, False, 0
+    while i < len(lines):
+        line, number = lines[i], i + 1
+        stripped = line.strip()
+        if fence is None and _FENCE.match(stripped):
+            fence = stripped[3:].strip().lower() or "text"
+            i += 1
+            continue
+        if fence is not None:
+            if _FENCE.match(stripped):
+                fence = None
+            elif fence in ("text", "sh", "shell", "bash", "console"):
+                out.append((number, line))
+            i += 1
+            continue
+        if line.startswith("    ") and (indented or i == 0 or not lines[i - 1].strip()):
+            indented = True
+            code = line[4:]
+            while code.endswith("\\") and i + 1 < len(lines):  # the shell drops a backslash and its newline
+                i += 1
+                code = code[:-1] + lines[i][4:]
+            out.append((number, code))
+        elif stripped:
+            indented = False
+        i += 1
+    return out
+
+
+def doc_commands(doc: Path) -> list[tuple[str, list[str]]]:
+    """('file:line', argv after `facerun`) for every facerun command in `doc`'s code blocks: `$ facerun ...` in a
+    block showing output, else any line that runs facerun (after `VAR=value` prefixes and `cmd &&`)."""
+    import shlex
+
+    found = []
+    text = doc.read_text(encoding="utf-8")
+    for number, line in _code_lines(text):
+        line = line.strip()
+        if line.startswith("$ "):
+            line = line[2:]
+        try:
+            tokens = shlex.split(line, comments=True)
+        except ValueError:  # an output line with an odd quote: not a command
+            continue
+        segment: list[str] = []
+        split = []
+        for token in tokens:  # `a; b` and `a && b` written without spaces before the operator
+            split += [token[:-1], ";"] if token.endswith(";") and len(token) > 1 else [token]
+        for token in [*split, "&&"]:
+            if token in _STOPS:
+                while segment and _ENV.match(segment[0]):
+                    segment.pop(0)
+                if segment and segment[0] == "facerun":
+                    found.append((f"{doc.relative_to(ROOT)}:{number}", segment[1:]))
+                segment = [] if token in ("&&", ";", "||") else ["<rest>"]
+            elif segment[:1] != ["<rest>"]:
+                segment.append(token)
+    return found
+
+
+def _path_to(argv: list[str]):
+    """The commands `argv` walks through, top group first, and what is left for the last one."""
+    import click
+
+    from facerun.cli import main
+    from facerun.commands import bench
+
+    chain, ctx, command, rest = [], None, main, list(argv)
+    while True:
+        ctx = click.Context(command, info_name=command.name or "facerun", parent=ctx)
+        chain.append((command, ctx))
+        if not isinstance(command, click.Group):
+            return chain, rest
+        if isinstance(command, bench.BenchGroup) and (not rest or rest[0] not in command.commands):
+            rest = [bench.DEFAULT, *rest]  # a bare `facerun bench [MODEL ...]` is `bench models`, as BenchGroup says
+        options = []
+        while rest and rest[0].startswith("-"):  # the group's own options come before the command's name
+            option = rest.pop(0)
+            options.append(option)
+            takes = next((p for p in command.params if option.split("=")[0] in getattr(p, "opts", ())), None)
+            if takes is not None and not takes.is_flag and "=" not in option and rest:
+                options.append(rest.pop(0))
+        _parse(command, ctx, options, group=True)
+        if not rest:
+            raise click.UsageError("no command named", ctx)
+        sub = command.get_command(ctx, rest[0])
+        if sub is None:
+            raise click.UsageError(f"no such command {rest[0]!r}", ctx)
+        command, rest = sub, rest[1:]
+
+
+def _parse(command, ctx, args: list[str], group: bool = False) -> None:
+    """click's own parser and types on `args`, without running a callback (they set the run's limits and model
+    folder) or the command: unknown options, missing values, wrong types and choices, missing or extra arguments
+    raise click's usage errors. Paths are not looked for: they name the reader's files."""
+    import click
+
+    opts, extra, _ = command.make_parser(ctx).parse_args(args=list(args))
+    if extra and not group and not ctx.allow_extra_args:
+        raise click.UsageError(f"unexpected extra arguments {extra}", ctx)
+    unset = getattr(click.core, "UNSET", None)  # click 8.3+: what the parser leaves for a value not given
+    for param in command.get_params(ctx):
+        value = opts.get(param.name)
+        if value is None or value is unset:
+            if param.required and not group:
+                raise click.MissingParameter(ctx=ctx, param=param)
+            continue
+        if not isinstance(param.type, click.Path):
+            try:
+                value = param.type_cast_value(ctx, value)
+            except click.BadParameter:
+                values = value if isinstance(value, (list, tuple)) else [value]
+                if not all(isinstance(v, str) and _PLACEHOLDER.match(v) for v in values):
+                    raise  # a real value the option refuses; `--name ID NAME` stands for the reader's own
+        if param.required and param.value_is_missing(value):
+            raise click.MissingParameter(ctx=ctx, param=param)
+
+
+def check_command(argv: list[str]) -> None:
+    """Raises click's error if `facerun ARGV` would not parse. A synopsis (`[--json]`, `NAME|PATH`, `PHOTOS...`) is
+    held only to its command path and its option names, each of which must be the command's."""
+    import click
+
+    if any(_SYNOPSIS.search(token) for token in argv):
+        chain = _synopsis_chain(argv)
+        command, ctx = chain[-1]
+        commands = [c for c, _ in chain] + list(getattr(command, "commands", {}).values())  # a group's: its commands'
+        known = {opt for c in commands for p in c.params for opt in getattr(p, "opts", ())}
+        for name in re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", " ".join(argv)):
+            if name not in known and name != "--help":
+                raise click.NoSuchOption(name, ctx=ctx)
+        return
+    chain, rest = _path_to(argv)
+    command, ctx = chain[-1]
+    _parse(command, ctx, rest)
+
+
+def _synopsis_chain(argv: list[str]):
+    """The commands a synopsis names (`bench photos DIR [...]`: facerun, bench, bench photos), with their contexts."""
+    import click
+
+    from facerun.cli import main
+    from facerun.commands import bench
+
+    command = main
+    chain = [(main, click.Context(main, info_name="facerun"))]
+    for token in argv:
+        word = token.strip("[]")
+        if not isinstance(command, click.Group) or not word or word.startswith("-") or word.isupper():
+            break
+        sub = command.get_command(chain[-1][1], word)
+        if sub is None and isinstance(command, bench.BenchGroup):
+            sub = command.commands[bench.DEFAULT]  # `bench [MODEL ...]`
+        elif sub is None and command is main:
+            raise click.UsageError(f"no such command {word!r}", chain[-1][1])
+        elif sub is None:
+            break  # `models [list|verify|...]`: the group itself
+        command = sub
+        chain.append((sub, click.Context(sub, info_name=word, parent=chain[-1][1])))
+    return chain
+
+
+def _every_command():
+    return [(where, argv) for doc in _COMMAND_DOCS for where, argv in doc_commands(doc)]
+
+
+def test_every_command_in_the_docs_parses():
+    """Every `facerun ...` in README.md's and docs/*.md's code blocks parses against the real CLI. Parsing runs
+    nothing, so no command needs ../shared, a model file or a GPU here, and none is skipped."""
+    import click
+
+    commands = _every_command()
+    assert len(commands) > 50, len(commands)  # the walk found the docs' commands at all
+    problems = []
+    for where, argv in commands:
+        try:
+            check_command(argv)
+        except click.ClickException as e:
+            problems.append(f"{where}: facerun {' '.join(argv)}\n    {e.format_message()}")
+    assert not problems, "commands that do not parse:\n" + "\n".join(problems)
+
+
+def test_the_command_check_catches_what_the_cli_refuses(tmp_path, monkeypatch):
+    import click
+
+    doc = tmp_path / "x.md"
+    doc.write_text("Run:\n\n    facerun detect a.jpg --json   # faces\n"
+                   "    FACERUN_JPEG=pillow facerun bench --repeat 3 \\\n        --paths cpu\n\n"
+                   "```\n$ facerun compare a.jpg b.jpg\ncosine 0.7  threshold 0.39\n```\n\n"
+                   "```python\nfacerun.load('x')\n```\n\n    pip install -e . && facerun models list | head\n"
+                   "    facerun cluster --db f.db --name 1 a; facerun search --db f.db --person a\n",
+                   encoding="utf-8")
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    found = doc_commands(doc)
+    assert found == [("x.md:3", ["detect", "a.jpg", "--json"]),
+                     ("x.md:4", ["bench", "--repeat", "3", "--paths", "cpu"]),
+                     ("x.md:8", ["compare", "a.jpg", "b.jpg"]), ("x.md:16", ["models", "list"]),
+                     ("x.md:17", ["cluster", "--db", "f.db", "--name", "1", "a"]),
+                     ("x.md:17", ["search", "--db", "f.db", "--person", "a"])]
+    for argv in (*(a for _, a in found), ["detect", "a.jpg", "--draw", "out.png"], ["bench", "photos", "DIR"],
+                 ["--max-pixels", "4e8", "detect", "huge.png"], ["search", "--db", "f.db", "--person", "x"],
+                 ["detect", "photo.jpg", "[--json]", "[--device", "auto|cpu|gpu]"]):
+        check_command(argv)
+    refused = [["detect", "a.jpg", "--no-such-option"], ["detect"], ["detect", "a.jpg", "--device", "tpu"],
+               ["compare", "a.jpg"], ["compare", "a.jpg", "b.jpg", "c.jpg"], ["bench", "photos"],
+               ["search", "q.jpg"], ["cluster", "--db", "f.db", "--min-size", "two"], ["no-such-command"],
+               ["detect", "photo.jpg", "[--jsn]"], ["index", "--db"]]
+    for argv in refused:
+        with pytest.raises(click.ClickException):
+            check_command(argv)
