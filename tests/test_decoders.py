@@ -140,3 +140,16 @@ def test_decoders_are_checked():
     with pytest.raises(Exception, match="1 or more"):
         LibraryOptions(decoders="processes", decoder_processes=0)
     assert os.cpu_count() and library.LibraryOptions().decoders == "threads"
+
+
+def test_too_little_shared_memory_is_said_before_any_process_starts(monkeypatch):
+    import facerun.face.decoders as decoders
+
+    class Full:
+        f_bavail, f_frsize = 10, 4096
+
+    monkeypatch.setattr(decoders.os, "statvfs", lambda where: Full())
+    before = _segments()
+    with pytest.raises(FacerunError, match="MB free; the decoder processes' photo slots need"):
+        DecoderProcesses(2, fit_of(None), slots=4)
+    assert _segments() <= before and not _children()

@@ -64,6 +64,7 @@ class DecoderProcesses:
         self._count = itertools.count()
         self._failed: str | None = None
         ctx = multiprocessing.get_context("spawn")  # no fork: threads, a device or a BLAS pool must not be copied
+        _check_room(self.slots * SLOT_BYTES)
         self.shm = _Segment(create=True, size=self.slots * SLOT_BYTES)
         self.name = self.shm.name
         self._named = True
@@ -225,6 +226,19 @@ class DecoderProcesses:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_room(nbytes: int, where: str = "/dev/shm") -> None:
+    """A FacerunError when the shared memory file system has less room than the ring needs: its pages are only
+    taken as photos are written, and a write past a full one kills the process (SIGBUS) instead of failing."""
+    try:
+        stat = os.statvfs(where)
+    except (AttributeError, OSError):
+        return
+    free = stat.f_bavail * stat.f_frsize
+    if free < nbytes:
+        raise FacerunError(f"{where} has {free >> 20} MB free; the decoder processes' photo slots need {nbytes >> 20} "
+                           "MB (decode on threads instead, or give the container more shared memory)")
 
 
 class _Segment(shared_memory.SharedMemory):
