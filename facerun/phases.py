@@ -25,6 +25,7 @@ The phases, in a photo's order (what each covers is said where it is timed):
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from time import perf_counter_ns
 
@@ -78,4 +79,38 @@ def recording(clock: PhaseClock | None):
         _local.clock = before
 
 
-__all__ = ["PHASES", "PhaseClock", "current", "perf_counter_ns", "recording"]
+class Busy:
+    """The feeding thread's busy time (stats.clock.busy_ns): the loop's time less its waits on the decoders, on
+    post-processing and on the consumer of its results. At the end, what the timed phases leave of it is the loop's
+    own Python (PYTHON). Phases timed within a wait (a batch of photos run when its first one is asked
+    for) are busy time all the same."""
+
+    def __init__(self, clock: PhaseClock):
+        self.clock, self.since = clock, None
+        self.before = self.stopped = clock.total_ns()
+
+    def start(self) -> None:
+        self.since = perf_counter_ns()
+        self.clock.busy_ns += self.clock.total_ns() - self.stopped
+
+    def stop(self) -> None:
+        if self.since is not None:
+            self.clock.busy_ns += perf_counter_ns() - self.since
+            self.since = None
+            self.stopped = self.clock.total_ns()
+
+    def close(self) -> None:
+        self.stop()
+        timed = self.clock.total_ns() - self.before
+        self.clock.add(PYTHON, max(0, self.clock.busy_ns - timed))
+
+
+def handed(results: Iterable, busy: Busy) -> Iterator:
+    """`results` yielded on, the consumer's time not counted as the feeding thread's."""
+    for result in results:
+        busy.stop()
+        yield result
+        busy.start()
+
+
+__all__ = ["PHASES", "Busy", "PhaseClock", "current", "handed", "perf_counter_ns", "recording"]

@@ -106,7 +106,7 @@ def test_a_cpu_runs_decoders_run_nicer_and_a_decode_not_started_is_taken_back(cp
     import os
     import threading
 
-    from facerun.face import library
+    from facerun.face import decoders, library
 
     photos = PHOTOS[:6]
     want = [[(f.score, tuple(f.box)) for f in r.faces] for r in _run(cpu_detector, photos, "serial")[1]]
@@ -121,13 +121,13 @@ def test_a_cpu_runs_decoders_run_nicer_and_a_decode_not_started_is_taken_back(cp
     stats, out = _run(cpu_detector, photos, "threads")
     assert [[(f.score, tuple(f.box)) for f in r.faces] for r in out] == want
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    nicer = min(19, base + library.DECODER_NICE)
+    nicer = min(19, base + decoders.DECODER_NICE)
     # the decoding threads' priority is lower; the photos the feeding thread took back, if any, at its own
     assert nicer in niceness and set(niceness) <= {base, nicer}
 
     # decoders that never get to run (a machine busy with other work): the feeding thread decodes every photo
     held = threading.Event()
-    monkeypatch.setattr(library, "_nicer_thread", lambda: held.wait(30))
+    monkeypatch.setattr(decoders, "nicer_thread", lambda: held.wait(30))
     try:
         niceness.clear()
         stats, out = _run(cpu_detector, photos, "threads")

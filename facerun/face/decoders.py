@@ -41,6 +41,24 @@ START_S = 60.0  # a process not ready by then (imports on a loaded machine take 
 POLL_S = 0.5  # how often a wait looks whether the processes are alive and the run still on
 
 
+# A library run on the CPU is bound by the network thread, whose interpreter lanes wait for each other at every
+# step: a decoding thread at the same priority takes a lane's core in the middle of a band and holds the whole step
+# up (on 2 cores the pipelined run was slower than the serial one). At a lower priority (this much nicer, Linux
+# threads) the decoders run in the lanes' gaps and while the network waits for them; and where they fall behind (a
+# machine busy with other work starves them), the network thread takes back the next photo's decode, not started
+# yet, and decodes it itself at full priority, as the serial run would. 2 cores, 100 shared photos, 3 alternating
+# rounds, medians: serial 21.6 photos/s, pipelined 23.8 before, 25.7 so.
+DECODER_NICE = 10
+
+
+def nicer_thread() -> None:
+    """Lower this thread's priority by DECODER_NICE (the decoding threads of a run on the CPU); nothing where the
+    platform has no per-thread priority."""
+    with contextlib.suppress(AttributeError, OSError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DECODER_NICE))
+
+
 def default_processes() -> int:
     """Decoding processes: the cores (the feeding thread mostly waits on the device)."""
     return max(1, os.cpu_count() or 1)
@@ -313,4 +331,5 @@ def _child(name: str, fit, passed: dict, tasks, results) -> None:
         del pixels
 
 
-__all__ = ["DECODERS", "DecoderProcesses", "default_processes", "fit_of", "fit_of_family", "no_fit"]
+__all__ = ["DECODER_NICE", "DECODERS", "DecoderProcesses", "default_processes", "fit_of", "fit_of_family",
+           "nicer_thread", "no_fit"]

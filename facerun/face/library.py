@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import phases
 from ..errors import ImageError, InputError
+from . import decoders as _decoders
 from .images import load_photo, load_photo_shrunk
 from .photo_detector import PhotoDetector, photo_detector
 
@@ -81,10 +82,8 @@ class LibraryOptions:
     decoder_processes: int | None = None
 
     def __post_init__(self):
-        from .decoders import DECODERS
-
-        if self.decoders not in DECODERS:
-            raise InputError(f"unknown decoders '{self.decoders}' ({' or '.join(DECODERS)})")
+        if self.decoders not in _decoders.DECODERS:
+            raise InputError(f"unknown decoders '{self.decoders}' ({' or '.join(_decoders.DECODERS)})")
         if self.decoder_processes is not None and self.decoder_processes < 1:
             raise InputError(f"decoder processes must be 1 or more, not {self.decoder_processes}")
         if self.processes < 1:
@@ -151,31 +150,6 @@ FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_R
 # the network thread): with the whole window decoding beside it (new sizes compiling) it took a few times longer
 # than with two photos decoding (docs/bench/code-figures.md).
 FIRST_RUNS = 2
-
-
-# A library run on the CPU is bound by the network thread, whose interpreter lanes wait for each other at every
-# step: a decoding thread at the same priority takes a lane's core in the middle of a band and holds the whole step
-# up (on 2 cores the pipelined run was slower than the serial one). At a lower priority (this much nicer, Linux
-# threads) the decoders run in the lanes' gaps and while the network waits for them; and where they fall behind (a
-# machine busy with other work starves them), the network thread takes back the next photo's decode, not started
-# yet, and decodes it itself at full priority, as the serial run would. 2 cores, 100 shared photos, 3 alternating
-# rounds, medians: serial 21.6 photos/s, pipelined 23.8 before, 25.7 so.
-DECODER_NICE = 10
-
-
-def _nicer_thread() -> None:
-    """Lower this thread's priority by DECODER_NICE (the decoding threads of a run on the CPU); nothing where the
-    platform has no per-thread priority."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DECODER_NICE))
-    except (AttributeError, OSError):
-        pass
-
-
-def _on_cpu(detector: PhotoDetector) -> bool:
-    """Whether the detector's network runs on this process's CPU (facerun's interpreter or onnxruntime)."""
-    return getattr(detector, "device", None) == "cpu"
 
 
 def default_workers() -> int:
@@ -318,40 +292,6 @@ class _Batcher:
             yield result
 
 
-class _Busy:
-    """The feeding thread's busy time (stats.clock.busy_ns): the loop's time less its waits on the decoders, on
-    post-processing and on the consumer of its results. At the end, what the timed phases leave of it is the loop's
-    own Python (phases.PYTHON). Phases timed within a wait (a batch of photos run when its first one is asked
-    for) are busy time all the same."""
-
-    def __init__(self, clock: phases.PhaseClock):
-        self.clock, self.since = clock, None
-        self.before = self.stopped = clock.total_ns()
-
-    def start(self) -> None:
-        self.since = phases.perf_counter_ns()
-        self.clock.busy_ns += self.clock.total_ns() - self.stopped
-
-    def stop(self) -> None:
-        if self.since is not None:
-            self.clock.busy_ns += phases.perf_counter_ns() - self.since
-            self.since = None
-            self.stopped = self.clock.total_ns()
-
-    def close(self) -> None:
-        self.stop()
-        timed = self.clock.total_ns() - self.before
-        self.clock.add(phases.PYTHON, max(0, self.clock.busy_ns - timed))
-
-
-def _handed(results: Iterable[PhotoFaces], busy: _Busy) -> Iterator[PhotoFaces]:
-    """`results` yielded on, the consumer's time not counted as the feeding thread's."""
-    for result in results:
-        busy.stop()
-        yield result
-        busy.start()
-
-
 # ------------------------------------------------------------------------------------------------- the runs
 
 
@@ -443,7 +383,7 @@ def _serial(paths, detector: PhotoDetector, embedder, options: LibraryOptions, s
             ) -> Iterator[PhotoFaces]:
     batcher = _Batcher(embedder, options.batch, stats)
     draft = _drafted(embedder, options)
-    clock, busy = stats.clock, _Busy(stats.clock)
+    clock, busy = stats.clock, phases.Busy(stats.clock)
     busy.start()
     try:
         for raw in paths:
@@ -457,8 +397,8 @@ def _serial(paths, detector: PhotoDetector, embedder, options: LibraryOptions, s
                 start = phases.perf_counter_ns()
                 _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
                 clock.lap(phases.POST, start)
-            yield from _handed(batcher.add(photo), busy)
-        yield from _handed(batcher.finish(), busy)
+            yield from phases.handed(batcher.add(photo), busy)
+        yield from phases.handed(batcher.finish(), busy)
     finally:
         busy.close()
 
@@ -505,9 +445,10 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     decoding: deque[Future] = deque()
     queued: deque[Path] = deque()  # decoding's paths, for a decode the feeding thread takes back (nicer)
     posting: deque[Future] = deque()
-    nicer = DECODER_NICE > 0 and processes is None and _on_cpu(detector)
+    # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
+    nicer = _decoders.DECODER_NICE > 0 and processes is None and getattr(detector, "device", None) == "cpu"
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
-                                  initializer=_nicer_thread if nicer else None)
+                                  initializer=_decoders.nicer_thread if nicer else None)
     # NMS and alignment (a few ms a photo of many faces) on threads of their own: numpy lets go of the GIL there
     posters = post_threads(workers)
     stats.post_threads = posters
@@ -531,7 +472,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
-    busy = _Busy(stats.clock)
+    busy = phases.Busy(stats.clock)
     busy.start()
     try:
         top_up()
@@ -566,8 +507,8 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                 busy.stop()
                 done_photo = posting.popleft().result()
                 busy.start()
-                yield from _handed(batcher.add(done_photo), busy)
-        yield from _handed(batcher.finish(), busy)
+                yield from phases.handed(batcher.add(done_photo), busy)
+        yield from phases.handed(batcher.finish(), busy)
     finally:
         busy.close()
         decoders.shutdown(wait=False, cancel_futures=True)
