@@ -68,7 +68,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     processes = max(1, min(options.processes, len(paths)))
     # what each process runs: its own threads, aligning (and so keeping the photo) only for an embedder here
     local = dataclasses.replace(options, engine="threads", workers=workers, keep_images=embedder is not None,
-                                detector_args=None, ray=None)
+                                detector_args=None, ray=None, decoders="threads")  # a daemon process has no children
     ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     passed = _settings(processes)
