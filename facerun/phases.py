@@ -68,6 +68,14 @@ def current() -> PhaseClock | None:
     return getattr(_local, "clock", None)
 
 
+def swap(clock: PhaseClock | None) -> PhaseClock | None:
+    """Make `clock` this thread's (None: nobody's); the one before, to swap back (`recording` without the context
+    manager's objects, for a once-a-photo call)."""
+    before = getattr(_local, "clock", None)
+    _local.clock = clock
+    return before
+
+
 @contextmanager
 def recording(clock: PhaseClock | None):
     """Within the block, this thread's runners add their phases to `clock` (None: to nobody)."""
@@ -113,4 +121,4 @@ def handed(results: Iterable, busy: Busy) -> Iterator:
         busy.start()
 
 
-__all__ = ["PHASES", "Busy", "PhaseClock", "current", "handed", "perf_counter_ns", "recording"]
+__all__ = ["PHASES", "Busy", "PhaseClock", "current", "handed", "perf_counter_ns", "recording", "swap"]

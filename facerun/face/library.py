@@ -214,8 +214,11 @@ def _detect(photo: _Photo, detector: PhotoDetector, stats: LibraryStats) -> None
     clock = stats.clock
     inner = clock.total_ns()
     start = phases.perf_counter_ns()
-    with phases.recording(clock):  # the runners' phases on this thread (upload, submit, wait ...)
+    before = phases.swap(clock)  # the runners' phases on this thread (upload, submit, wait ...)
+    try:
         detector.run_network(photo.prepared)
+    finally:
+        phases.swap(before)
     if photo.release is not None:  # the photo is on the device (or in its blob): its decoder slot is free
         photo.release()
         photo.release, photo.rgb = None, None
