@@ -178,14 +178,21 @@ def doc_commands(doc: Path) -> list[tuple[str, list[str]]]:
 
     found = []
     text = doc.read_text(encoding="utf-8")
+    last = None  # (line number, index in found) of a command written without `$ `: a synopsis may go on below it
     for number, line in _code_lines(text):
-        line = line.strip()
-        if line.startswith("$ "):
-            line = line[2:]
+        continued = line[:1] == " " and last is not None and last[0] == number - 1
+        prompt = line.strip().startswith("$ ")
+        line = line.strip()[2:] if prompt else line.strip()
         try:
             tokens = shlex.split(line, comments=True)
         except ValueError:  # an output line with an odd quote: not a command
             continue
+        if continued and tokens[:1] != ["facerun"]:  # `facerun detect photo.jpg [--json]` / `    [--nms T] ...`
+            where, argv = found[last[1]]
+            found[last[1]] = (where, argv + tokens)
+            last = (number, last[1])
+            continue
+        count = len(found)
         segment: list[str] = []
         split = []
         for token in tokens:  # `a; b` and `a && b` written without spaces before the operator
@@ -199,6 +206,7 @@ def doc_commands(doc: Path) -> list[tuple[str, list[str]]]:
                 segment = [] if token in ("&&", ";", "||") else ["<rest>"]
             elif segment[:1] != ["<rest>"]:
                 segment.append(token)
+        last = (number, len(found) - 1) if len(found) > count and not prompt else None
     return found
 
 
@@ -332,7 +340,8 @@ def test_the_command_check_catches_what_the_cli_refuses(tmp_path, monkeypatch):
                    "    FACERUN_JPEG=pillow facerun bench --repeat 3 \\\n        --paths cpu\n\n"
                    "```\n$ facerun compare a.jpg b.jpg\ncosine 0.7  threshold 0.39\n```\n\n"
                    "```python\nfacerun.load('x')\n```\n\n    pip install -e . && facerun models list | head\n"
-                   "    facerun cluster --db f.db --name 1 a; facerun search --db f.db --person a\n",
+                   "    facerun cluster --db f.db --name 1 a; facerun search --db f.db --person a\n\n"
+                   "    facerun detect photo.jpg [--json]\n                   [--nms T]\n",
                    encoding="utf-8")
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
     found = doc_commands(doc)
@@ -340,7 +349,8 @@ def test_the_command_check_catches_what_the_cli_refuses(tmp_path, monkeypatch):
                      ("x.md:4", ["bench", "--repeat", "3", "--paths", "cpu"]),
                      ("x.md:8", ["compare", "a.jpg", "b.jpg"]), ("x.md:16", ["models", "list"]),
                      ("x.md:17", ["cluster", "--db", "f.db", "--name", "1", "a"]),
-                     ("x.md:17", ["search", "--db", "f.db", "--person", "a"])]
+                     ("x.md:17", ["search", "--db", "f.db", "--person", "a"]),
+                     ("x.md:19", ["detect", "photo.jpg", "[--json]", "[--nms", "T]"])]
     for argv in (*(a for _, a in found), ["detect", "a.jpg", "--draw", "out.png"], ["bench", "photos", "DIR"],
                  ["--max-pixels", "4e8", "detect", "huge.png"], ["search", "--db", "f.db", "--person", "x"],
                  ["detect", "photo.jpg", "[--json]", "[--device", "auto|cpu|gpu]"]):
@@ -348,7 +358,8 @@ def test_the_command_check_catches_what_the_cli_refuses(tmp_path, monkeypatch):
     refused = [["detect", "a.jpg", "--no-such-option"], ["detect"], ["detect", "a.jpg", "--device", "tpu"],
                ["compare", "a.jpg"], ["compare", "a.jpg", "b.jpg", "c.jpg"], ["bench", "photos"],
                ["search", "q.jpg"], ["cluster", "--db", "f.db", "--min-size", "two"], ["no-such-command"],
-               ["detect", "photo.jpg", "[--jsn]"], ["index", "--db"]]
+               ["detect", "photo.jpg", "[--jsn]"], ["detect", "photo.jpg", "[--json]", "[--nsm", "T]"],
+               ["index", "--db"]]
     for argv in refused:
         with pytest.raises(click.ClickException):
             check_command(argv)
