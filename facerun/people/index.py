@@ -214,7 +214,8 @@ class FaceIndex:
         Unchanged photos (same size and mtime, or same sha256 when those differ) are skipped, changed ones
         re-indexed. Photos under a given folder that are no longer found are marked missing (kept with their faces,
         left out of results) and unmarked as they were when they come back unchanged; only prune=True deletes the
-        missing photos under the given folders (nothing is deleted unasked, from the API as from the CLI). A folder that is empty, unreadable, or lost most of its indexed
+        missing photos under the given folders (nothing is deleted unasked, from the API as from the CLI).
+        A folder that is empty, unreadable, or lost most of its indexed
         photos (see LOST_REFUSE_MIN) is refused with an InputError before anything changes, unless allow_missing.
         Holds the writer lock for the whole run (waits `wait` seconds for another writer, then refuses).
         on_plan(to_index, skipped) is called once the plan is made; progress(path, faces) once per photo indexed.
