@@ -46,7 +46,7 @@ def command(folder, paths_text, detector_model, embed_model, batch, workers, pro
     compiled, busy seconds by stage summed over the threads doing it (decode, compile, detect, post, align, embed)
     and the wall time, and whether the faces are the cpu row's, photo by photo (the same count, each face at IoU >=
     0.95 and score within 1e-3). Under the table each row says where its time goes. A GPU or OpenCV path that cannot
-    run here says why. `--json` gives every field (README: `facerun bench`).
+    run here says why. `--json` gives every field (docs/benchmarks.md).
 
     The old spelling `facerun bench --photos DIR [options]` runs this too."""
     run_photos(folder, split(paths_text), detector_model, embed_model, batch, workers, as_json, processes, repeat,

@@ -15,7 +15,7 @@ from rich.table import Table
 from ..errors import InputError
 
 # exit codes: 1 is a failure the user can act on (a bad argument, an unreadable file, a parity departure)
-# the exit statuses (the README's table)
+# the exit statuses (docs/commands.md's table)
 EXIT_OK = 0
 EXIT_FAILED = 1  # bad input, or a check that failed
 EXIT_USAGE = 2  # the command line itself is wrong
