@@ -179,6 +179,10 @@ class Detector(PhotoDetector):
             prepared.outputs = self.net.run(prepared.blob)
         return prepared
 
+    def batch_key(self, prepared: Prepared):
+        """Photos laid out on the device in one GPU bucket run in one submission."""
+        return prepared.bucket if prepared.image is not None else None
+
     def submit_networks(self, prepared: list[Prepared]):
         """run_network on several photos, those of one GPU bucket in one submission (Net.submit_photos): a function
         that waits for them and gives them back, outputs set, in order (the very outputs run_network gives)."""

@@ -27,6 +27,7 @@ import numpy as np
 from .. import phases
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
+from .buckets import PHOTO_BATCH, Buckets
 from .images import load_photo, load_photo_shrunk
 from .photo_detector import PhotoDetector, photo_detector
 
@@ -442,7 +443,9 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
 
         count = options.decoder_processes or default_processes()
         workers = max(workers, count)  # a thread per process waits on it, then lays its photo out
-        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4)
+        # slots: the decoding window, and the photos the detect stage holds (a bucket's batch gathering, one in
+        # flight: PHOTO_BATCH each, at most twice that waiting)
+        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * PHOTO_BATCH)
     through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
     decoding: deque[Future] = deque()
@@ -475,11 +478,16 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
+    # photos of one bucket run PHOTO_BATCH to a submission; `posting` keeps input order (the reorder buffer)
+    buckets = Buckets(detector, stats, lambda photo: poster.submit(post, photo),
+                      lambda photo: _detect(photo, detector, stats))
     busy = phases.Busy(stats.clock)
     busy.start()
     try:
         top_up()
         while decoding or posting:
+            if decoding and not decoding[0].done() and buckets.groups:
+                buckets.idle()  # nothing decoded yet: the device runs what is gathered
             if decoding:
                 head, path = decoding.popleft(), queued.popleft()
                 if nicer and head.cancel():  # not started: the decoders are behind, decode it here at full priority
@@ -491,8 +499,10 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                     photo = head.result()
                     busy.start()
                 top_up()
-                if photo.result.ok:
-                    _detect(photo, detector, stats)  # the device works while the decoders go on
+                if photo.result.ok and ran[0]:
+                    posting.append(buckets.add(photo))  # the device works while the decoders go on
+                elif photo.result.ok:
+                    _detect(photo, detector, stats)  # the first photos alone: the model's checks run there
                     posting.append(poster.submit(post, photo))
                     if not ran[0]:
                         runs[0] += 1
@@ -505,7 +515,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                     posting.append(done)
             # hand on what post-processing finished; wait for it only when it falls behind, for the first photo
             # (its latency is what a user sees first) or when nothing else is left
-            while posting and (posting[0].done() or len(posting) > posters + 1 or not decoding
+            while posting and (posting[0].done() or len(posting) > posters + 1 + buckets.held or not decoding
                                or stats.first_photo_s is None):
                 busy.stop()
                 done_photo = posting.popleft().result()

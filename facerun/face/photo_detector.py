@@ -41,6 +41,18 @@ class PhotoDetector(ABC):
     def run_network(self, prepared):
         """Run the network on a prepared input (the network thread); returns it, holding the outputs."""
 
+    def batch_key(self, prepared):
+        """What photos must share to run in one submission (submit_networks), or None: this one runs alone. None
+        by default."""
+        return None
+
+    def submit_networks(self, prepared: list):
+        """run_network on several prepared inputs of one batch_key: a function that waits for them and gives them
+        back, outputs set, in order. One after another by default."""
+        for p in prepared:
+            self.run_network(p)
+        return lambda: prepared
+
     @abstractmethod
     def faces_from(self, prepared) -> list:
         """The faces (facerun.face.faces.Face, best score first) in the photo's own pixels, from run_network's."""

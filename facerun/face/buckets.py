@@ -1,0 +1,103 @@
+"""The library run's detect stage on the GPU: photos gathered by bucket into batches run in one submission each,
+two in flight, and the reorder buffer that hands them on in input order.
+
+The detector says which photos may share a submission (`PhotoDetector.batch_key`) and runs them
+(`submit_networks`); the library hands in how a photo goes on (`post`: its post-processing future) and how one runs
+alone (`detect`), so this module needs nothing above it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from .. import phases
+from .photo_detector import PhotoDetector
+
+PHOTO_BATCH = 8  # photos of one GPU bucket run in one submission (gpu/batch.py); two such submissions in flight
+
+
+class Slot:
+    """One photo's place in the pipelined run's output order (the reorder buffer): its post-processing future once
+    its network ran, which `result()` forces (its bucket's batch run now) if it has not."""
+
+    def __init__(self, buckets: Buckets | None = None, future: Future | None = None):
+        self.buckets, self.future = buckets, future
+
+    def done(self) -> bool:
+        return self.future is not None and self.future.done()
+
+    def result(self):
+        while self.future is None:
+            self.buckets.force(self)
+        return self.future.result()
+
+
+class Buckets:
+    """The detect stage's photos gathered by GPU bucket (prepared.bucket) into batches of up to `size`, each run
+    in one submission (Detector.submit_networks); the newest batch is left running on the device while the one
+    before is read back and handed to post-processing (`post(photo)` -> its future). Photos without a bucket run
+    alone at once."""
+
+    def __init__(self, detector: PhotoDetector, stats, post: Callable, detect: Callable, size: int = PHOTO_BATCH):
+        self.detector, self.stats, self.post, self.detect, self.size = detector, stats, post, detect, size
+        self.groups: dict[tuple, list] = {}  # bucket -> [(photo, slot)], in input order
+        self.inflight: deque = deque()  # (finish, [(photo, slot)], seconds so far)
+
+    @property
+    def held(self) -> int:
+        return sum(map(len, self.groups.values())) + sum(len(g) for _, g, _ in self.inflight)
+
+    def add(self, photo) -> Slot:
+        key = self.detector.batch_key(photo.prepared)
+        if key is None:
+            self.detect(photo)
+            return Slot(future=self.post(photo))
+        slot = Slot(self)
+        group = self.groups.setdefault(key, [])
+        group.append((photo, slot))
+        if len(group) >= self.size:
+            self.flush(key)
+        elif self.held > 2 * self.size:  # many buckets half full: run the fullest, memory stays bounded
+            self.idle()
+        return slot
+
+    def flush(self, key) -> None:
+        group = self.groups.pop(key)
+        start = time.perf_counter()
+        with phases.recording(self.stats.clock):  # the runners' phases (phases.py)
+            finish = self.detector.submit_networks([p.prepared for p, _ in group])
+        self.inflight.append((finish, group, time.perf_counter() - start))
+        while len(self.inflight) > 1:  # read the batch before while the device runs this one
+            self.finish_oldest()
+
+    def finish_oldest(self) -> None:
+        finish, group, seconds = self.inflight.popleft()
+        start = time.perf_counter()
+        with phases.recording(self.stats.clock):
+            finish()
+        share = (seconds + time.perf_counter() - start) / len(group)
+        for photo, slot in group:
+            if photo.release is not None:  # the batch ran: the photos' decoder slots are free
+                photo.release()
+                photo.release, photo.rgb = None, None
+            photo.result.detect_ms += share * 1000.0
+            self.stats.add("detect", share)
+            slot.future = self.post(photo)
+
+    def idle(self) -> None:
+        """Run the fullest group now (the decoders have nothing ready: the device would wait)."""
+        if self.groups:
+            self.flush(max(self.groups, key=lambda k: len(self.groups[k])))
+
+    def force(self, slot: Slot) -> None:
+        """Run what `slot`'s photo waits on: its batch in flight, else its group."""
+        if any(s is slot for _, g, _ in self.inflight for _, s in g):
+            self.finish_oldest()
+            return
+        key = next(k for k, g in self.groups.items() if any(s is slot for _, s in g))
+        self.flush(key)
+        if slot.future is None:
+            self.finish_oldest()
