@@ -296,3 +296,33 @@ def test_index_keeps_the_vector_index_in_step_without_a_rebuild(library, tmp_pat
     with sqlite3.connect(db) as conn:
         assert head["count"] == conn.execute("SELECT COUNT(*) FROM faces").fetchone()[0] == count - 2 + 1
     assert "vector index" not in answer(db)[1]
+
+
+def test_an_index_left_beside_a_remade_database_is_not_taken_for_its_own(faces_db, tmp_path):
+    from facerun.people.vectors import header_of
+
+    db = copy_db(faces_db, tmp_path / "faces.db")
+    first, _ = answer(db)
+    old = {p.name: p.read_bytes() for p in tmp_path.glob("faces.db.vectors*")}
+    head = json.loads(header_of(db).read_text())
+    # the same count and generation, another database: the token in the header tells them apart
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = 'another' WHERE key = 'vectors_token'")
+    for name, blob in old.items():
+        (tmp_path / name).write_bytes(blob)
+    again, note = answer(db)
+    assert head["count"] == 128 and "vector index for mobilefacenet" in note and again == first
+
+
+def test_bench_search_has_clustering_rows():
+    r = run("bench", "search", "2000", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["clustering"]
+    assert [(row["faces"], row["dim"], row["new"]) for row in rows] == [(2000, 128, 200), (2000, 512, 200)]
+    for row in rows:
+        assert row["full_purity"] == row["inc_purity"] == row["full_ari"] == row["inc_ari"] == row["recall10"] == 1.0
+        assert row["search_p99_ms"] >= row["search_p50_ms"] > 0 and row["peak_mb"] > 50 and row["index_mb"] > 1
+    text = run("bench", "search", "2000")
+    assert "clustering, synthetic identities" in text.stdout and "recall@10" in text.stdout

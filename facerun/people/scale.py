@@ -1,6 +1,6 @@
 """Clustering and search at library scale, on seeded synthetic identities (`facerun bench search`'s clustering rows).
 
-Each size and dimension runs in a forked child, so that its peak memory (VmHWM, the data included) is its own: the
+Each size and dimension runs in a child process, so that its peak memory (VmHWM, the data included) is its own: the
 faces (20 a person, unit centres plus noise 0.05 a coordinate at 128-d, seeded; at other dimensions scaled by
 sqrt(128 / dim), so that the noise vector's length, hence how alike two faces of one person are (cosine about
 0.75), is the same at 512-d: 0.05 a coordinate at 512-d would put two faces of a person at cosine 0.44, below any
@@ -13,7 +13,6 @@ are against the true identities.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -128,23 +127,20 @@ def _peak_mb() -> float:
 
 
 def _in_child(fn, *args) -> dict:
-    """fn(*args) in a forked child, for a peak memory of its own; its row (or its error) comes back by a pipe."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
+    """fn(*args) in a child process of its own (its own peak memory), started fresh ("spawn"): a forked child of a
+    process whose BLAS or OpenMP threads are running can deadlock on their locks (a `bench search` in pytest did)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
         try:
-            out = json.dumps(fn(*args))
-        except BaseException as e:  # a failure is a row, not a parent waiting forever
-            out = json.dumps({"faces": args[0], "dim": args[1], "error": f"{type(e).__name__}: {e}"})
-        with os.fdopen(write, "w") as f:
-            f.write(out)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        text = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(text) if text else {"faces": args[0], "dim": args[1], "error": "the child died"}
+            return pool.apply(_row, (fn, *args))
+        except Exception as e:  # a failure is a row, not a traceback
+            return {"faces": args[0], "dim": args[1], "error": f"{type(e).__name__}: {e}"}
+
+
+def _row(fn, *args) -> dict:
+    return fn(*args)
 
 
 __all__ = ["bench_scale", "identities", "purity_ari", "scale_row"]

@@ -12,11 +12,13 @@ stale and rebuilds it, with a one-line note. SQLite is the truth; the index is n
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
 
 GENERATION = "generation"  # meta key
+TOKEN = "vectors_token"  # meta key: this database's, in its index's header
 
 
 def generation(conn) -> int:
@@ -25,7 +27,10 @@ def generation(conn) -> int:
 
 
 def bump(conn) -> None:
-    """Move the generation on, inside the caller's transaction (with its face writes, so they land together)."""
+    """Move the generation on, inside the caller's transaction (with its face writes, so they land together); the
+    first bump also gives the database a random token, so that an index left beside a deleted and remade database
+    of the same face count and generation is not taken for its own."""
+    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (TOKEN, secrets.token_hex(8)))
     conn.execute("INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET "
                  "value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)", (GENERATION,))
 
@@ -35,8 +40,9 @@ def face_count(conn) -> int:
 
 
 def embedder_key(meta: dict) -> str:
-    """What the index records as its embedder: the name and the file's sha256 (two files may share a name)."""
-    return f"{meta.get('model', '')}:{meta.get('model_sha256', '')[:16]}"
+    """What the index records as its embedder: the name, the file's sha256 (two files may share a name) and the
+    database's token."""
+    return f"{meta.get('model', '')}:{meta.get('model_sha256', '')[:16]}:{meta.get(TOKEN, '')}"
 
 
 def read_all(conn, dim: int):
