@@ -117,6 +117,13 @@ def _positive(name: str, text: str) -> float:
     return positive_number(text.strip(), name)
 
 
+def _photo_batch(name: str, text: str) -> int:
+    text = text.strip()
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise InputError(f"{name} must be a whole number from 1 to 64, not '{text}'")
+    return int(text)
+
+
 def _bucket(name: str, text: str) -> int:
     text = text.strip()
     try:
@@ -175,6 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
             "extra) is installed", _word, "simplejpeg when installed"),
     Setting("FACERUN_PHOTO_BUCKET", "multiple of 32", 128, "on the GPU, photos run masked in the program of their "
             "padded size rounded up to this (32: a program per size)", _bucket),
+    Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 1, "on the GPU, photos of one bucket run up to this many "
+            "to a submission in a library run (1: each photo on its own; more pays only where photos of one bucket "
+            "come together)", _photo_batch),
     Setting("FACERUN_DEBUG", "flag (any value)", False, "show the traceback of an internal error", _any,
             raw=True),
     Setting("FACERUN_GPU_REPLAY", "`auto` `native` `api`", "auto", "how GPU runs are recorded: `native` calls "

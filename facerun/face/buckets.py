@@ -13,10 +13,13 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from .. import phases
+from .. import phases, settings
 from .photo_detector import PhotoDetector
 
-PHOTO_BATCH = 8  # photos of one GPU bucket run in one submission (gpu/batch.py); two such submissions in flight
+
+def photo_batch() -> int:
+    """Photos of one GPU bucket run in one submission (gpu/batch.py; two such submissions in flight): the setting's."""
+    return settings.get("FACERUN_PHOTO_BATCH")
 
 
 class Slot:
@@ -41,8 +44,9 @@ class Buckets:
     before is read back and handed to post-processing (`post(photo)` -> its future). Photos without a bucket run
     alone at once."""
 
-    def __init__(self, detector: PhotoDetector, stats, post: Callable, detect: Callable, size: int = PHOTO_BATCH):
-        self.detector, self.stats, self.post, self.detect, self.size = detector, stats, post, detect, size
+    def __init__(self, detector: PhotoDetector, stats, post: Callable, detect: Callable, size: int | None = None):
+        self.detector, self.stats, self.post, self.detect = detector, stats, post, detect
+        self.size = photo_batch() if size is None else size
         self.groups: dict[tuple, list] = {}  # bucket -> [(photo, slot)], in input order
         self.inflight: deque = deque()  # (finish, [(photo, slot)], seconds so far)
 
@@ -51,7 +55,7 @@ class Buckets:
         return sum(map(len, self.groups.values())) + sum(len(g) for _, g, _ in self.inflight)
 
     def add(self, photo) -> Slot:
-        key = self.detector.batch_key(photo.prepared)
+        key = self.detector.batch_key(photo.prepared) if self.size > 1 else None
         if key is None:
             self.detect(photo)
             return Slot(future=self.post(photo))

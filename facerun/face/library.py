@@ -27,7 +27,7 @@ import numpy as np
 from .. import phases
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
-from .buckets import PHOTO_BATCH, Buckets
+from .buckets import Buckets, photo_batch
 from .images import load_photo, load_photo_shrunk
 from .photo_detector import PhotoDetector, photo_detector
 
@@ -444,8 +444,8 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         count = options.decoder_processes or default_processes()
         workers = max(workers, count)  # a thread per process waits on it, then lays its photo out
         # slots: the decoding window, and the photos the detect stage holds (a bucket's batch gathering, one in
-        # flight: PHOTO_BATCH each, at most twice that waiting)
-        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * PHOTO_BATCH)
+        # flight: a batch each, at most twice that waiting)
+        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * photo_batch())
     through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
     decoding: deque[Future] = deque()
@@ -478,7 +478,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
-    # photos of one bucket run PHOTO_BATCH to a submission; `posting` keeps input order (the reorder buffer)
+    # photos of one bucket run a batch to a submission; `posting` keeps input order (the reorder buffer)
     buckets = Buckets(detector, stats, lambda photo: poster.submit(post, photo),
                       lambda photo: _detect(photo, detector, stats))
     busy = phases.Busy(stats.clock)
