@@ -326,3 +326,29 @@ def test_bench_search_has_clustering_rows():
         assert row["search_p99_ms"] >= row["search_p50_ms"] > 0 and row["peak_mb"] > 50 and row["index_mb"] > 1
     text = run("bench", "search", "2000")
     assert "clustering, synthetic identities" in text.stdout and "recall@10" in text.stdout
+
+
+def test_identify_through_an_approximate_index_names_as_the_exact_gallery_does():
+    """A large database's gallery is searched through its IVF index first; the names and cosines must be the exact
+    gallery's (a query whose near faces hold no gallery face falls back to the exact product)."""
+    from facerun.people.identify import Gallery, match
+    from facerun.people.scale import identities
+    from facerun.people.vectors import VectorIndex, have_faiss
+
+    if not have_faiss():
+        pytest.skip("faiss not installed")
+    data, person = identities(6000, 128)
+    ids = np.arange(10, 6010)
+    index = VectorIndex(ids, data, ann=True, ann_min=1000)
+    assert index.kind == "faiss-ivf"
+    named = np.flatnonzero(person < 40)[::3]  # a few faces of 40 people are the gallery
+    exact = Gallery(names=[f"p{person[i]}" for i in named], images=[""] * len(named), embeddings=data[named])
+    through = Gallery(names=exact.names, images=exact.images, embeddings=exact.embeddings, face_ids=ids[named],
+                      index=index)
+    rng = np.random.default_rng(5)
+    queries = data[rng.choice(len(data), 300, replace=False)] + 0.04 * rng.standard_normal((300, 128), np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    want, got = match(exact, queries, 0.39), match(through, queries, 0.39)
+    assert [n for n, _ in got] == [n for n, _ in want]
+    assert np.allclose([c for _, c in got], [c for _, c in want], atol=1e-5)
+    assert sum(n != "unknown" for n, _ in got) > 20 and sum(n == "unknown" for n, _ in got) > 100

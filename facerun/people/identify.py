@@ -146,13 +146,16 @@ def match(gallery: Gallery, vectors: np.ndarray, threshold: float) -> list[tuple
         return []
     if len(gallery.names) == 0:
         return [(UNKNOWN, float("nan"))] * len(vectors)
-    best, top = _nearest_in_index(gallery, vectors) if gallery.index is not None else (None, None)
-    if best is None or (best < 0).any():
-        cosines = vectors @ gallery.embeddings.T
-        exact = cosines.argmax(axis=1)
-        exact_cos = cosines[np.arange(len(vectors)), exact]
-        best, top = (exact, exact_cos) if best is None else (np.where(best < 0, exact, best),
-                                                             np.where(best < 0, exact_cos, top))
+    if gallery.index is not None:
+        best, top = _nearest_in_index(gallery, vectors)
+        again = np.flatnonzero((best < 0) | (top < threshold))  # unknown faces get their exact best cosine
+    else:
+        best, top = np.zeros(len(vectors), np.int64), np.zeros(len(vectors), np.float32)
+        again = np.arange(len(vectors))
+    if len(again):
+        cosines = vectors[again] @ gallery.embeddings.T
+        best[again] = cosines.argmax(axis=1)
+        top[again] = cosines[np.arange(len(again)), best[again]]
     return [(gallery.names[column] if cos >= threshold else UNKNOWN, float(cos)) for column, cos in zip(best, top)]
 
 
