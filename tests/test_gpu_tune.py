@@ -18,7 +18,7 @@ from facerun.net import load
 def test_tune_help_names_its_options():
     out = CliRunner().invoke(main, ["tune", "--help"])
     assert out.exit_code == 0, out.output
-    for option in ("--shape", "--repeat", "--all-tiles", "--tiles", "--no-convs", "--json"):
+    for option in ("--size", "--batch", "--repeat", "--all-tiles", "--tiles", "--no-convs", "--json"):
         assert option in out.output
     assert "tune" in CliRunner().invoke(main, ["--help"]).output
 

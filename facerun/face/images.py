@@ -188,6 +188,9 @@ def _checked_kind(path: Path) -> Path:
     return path
 
 
+_PILLOW_MAX_PIXELS = Image.MAX_IMAGE_PIXELS  # Pillow's own limit, as it came
+
+
 @contextmanager
 def _opened(source, label, before_load=None) -> Iterator[Image.Image]:
     """The decoded photo (EXIF orientation applied) as a Pillow image, every failure an ImageError naming `label`.
@@ -196,8 +199,9 @@ def _opened(source, label, before_load=None) -> Iterator[Image.Image]:
 
     limit = limits.max_pixels()
     # Pillow refuses past 2 x MAX_IMAGE_PIXELS on its own (179 megapixels by default, whatever --max-pixels said):
-    # its limit follows facerun's, which the header check below applies first (Pillow's only past twice as much)
-    Image.MAX_IMAGE_PIXELS = limit
+    # it is raised where facerun's limit is higher, which the header check below applies first; never lowered, so
+    # a run's smaller --max-pixels leaves no smaller limit behind for the Pillow of the process it ran in
+    Image.MAX_IMAGE_PIXELS = max(limit, _PILLOW_MAX_PIXELS)
     try:
         with warnings.catch_warnings():
             # a decompression-bomb *warning* is noise here; the hard limit still raises below
