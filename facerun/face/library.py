@@ -452,7 +452,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     queued: deque[Path] = deque()  # decoding's paths, for a decode the feeding thread takes back (nicer)
     posting: deque[Future] = deque()
     # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
-    nicer = _decoders.DECODER_NICE > 0 and processes is None and getattr(detector, "device", None) == "cpu"
+    nicer = _decoders.DECODER_NICE > 0 and processes is None and detector.device == "cpu"
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
                                   initializer=_decoders.nicer_thread if nicer else None)
     # NMS and alignment (a few ms a photo of many faces) on threads of their own: numpy lets go of the GIL there

@@ -19,6 +19,8 @@ import numpy as np
 class PhotoDetector(ABC):
     """A detector in the library run's stages. Subclass it to be run in stages; `photo_detector` wraps the rest."""
 
+    device: str | None = None  # where the network runs ("cpu", "gpu"), when the detector knows
+
     @abstractmethod
     def fit_size(self, width: int, height: int) -> tuple[int, int] | None:
         """The (width, height) a photo of this size is shrunk to before the network, or None: at its own size. The
