@@ -1,6 +1,6 @@
 """FaceIndex: every face of a photo library in one SQLite file (WAL mode), kept up to date incrementally.
 
-The schema is plain so that users can query it with `sqlite3` (the README shows it): `photos` (one row per photo
+The schema is plain so that users can query it with `sqlite3` (docs/library.md shows it): `photos` (one row per photo
 file), `faces` (one row per face, its embedding a float32 BLOB), `clusters` (the ids and names `cluster` gives) and
 `meta` (the embedder the database belongs to). Writes go in one transaction per batch of photos: a photo's row and
 all its faces land together or not at all, so a killed run loses at most the batch in flight.
