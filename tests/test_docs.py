@@ -363,3 +363,24 @@ def test_the_command_check_catches_what_the_cli_refuses(tmp_path, monkeypatch):
     for argv in refused:
         with pytest.raises(click.ClickException):
             check_command(argv)
+
+
+def test_the_readmes_first_command_finds_the_face_in_the_photo_it_names(tmp_path):
+    """The README's first line runs on a fresh clone with nothing beside it: the shipped YuNet on the photo the
+    repository holds (docs/img/astronaut.jpg, public domain), one face, its drawing written."""
+    import json
+
+    from click.testing import CliRunner
+
+    from facerun.cli import main
+
+    first = next(line for line in (ROOT / "README.md").read_text().splitlines() if "pip install -e . &&" in line)
+    command = first.split("&&", 1)[1].split("#", 1)[0].split()
+    assert command[:2] == ["facerun", "detect"] and command[2] == "docs/img/astronaut.jpg"
+    out = tmp_path / "faces.jpg"
+    args = [str(ROOT / command[2]), "--draw", str(out), "--device", "cpu", "--json"]
+    result = CliRunner().invoke(main, ["detect", *args])
+    assert result.exit_code == 0, result.output
+    [photo] = json.loads(result.stdout)
+    assert len(photo["faces"]) == 1 and photo["faces"][0]["score"] > 0.9
+    assert out.stat().st_size > 10_000
