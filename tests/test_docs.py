@@ -384,3 +384,9 @@ def test_the_readmes_first_command_finds_the_face_in_the_photo_it_names(tmp_path
     [photo] = json.loads(result.stdout)
     assert len(photo["faces"]) == 1 and photo["faces"][0]["score"] > 0.9
     assert out.stat().st_size > 10_000
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """The README is the pitch, the set-up, one example per job and links; the reference lives in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move the detail into docs/"
