@@ -53,7 +53,7 @@ def _load():
             paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ".so" in ln})
     except OSError:
         return None
-    for path in paths:
+    for path in _numpys_first(paths):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
@@ -63,6 +63,18 @@ def _load():
             if getattr(lib, f"{prefix}get_num_threads{suffix}", None) is not None:
                 return lib, prefix, suffix
     return None
+
+
+def _numpys_first(paths: list[str]) -> list[str]:
+    """The OpenBLAS numpy's wheel carries first (numpy.libs/, numpy/.libs/), then a system one; never another
+    wheel's private copy (faiss-cpu's faiss_cpu.libs/ holds an OpenBLAS of its own, which numpy never calls: steering
+    that one left numpy's on its own thread count, and its products rounded otherwise)."""
+    def folder(path: str) -> str:
+        return os.path.basename(os.path.dirname(path))
+
+    numpys = [p for p in paths if folder(p) == "numpy.libs" or p.replace(os.sep, "/").count("/numpy/.libs/")]
+    others = [p for p in paths if p not in numpys and not folder(p).endswith(".libs")]
+    return numpys + others
 
 
 def _find() -> tuple | None:
