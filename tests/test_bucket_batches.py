@@ -4,10 +4,9 @@ bucket in between."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from people_fixtures import DATA
 from PIL import Image
 
 from facerun import counters
@@ -15,7 +14,7 @@ from facerun.face.detect import Detector
 from facerun.face.images import load_image
 from facerun.face.library import iter_photo_faces, iter_photo_faces_serial
 
-PHOTOS = sorted(Path("/work/shared/data/wider/images").rglob("*.jpg"))
+PHOTOS = sorted((DATA / "wider" / "images").rglob("*.jpg"))
 # crops whose padded sizes all fall in the 384 x 512 bucket, and one (200 x 300) in the 256 x 384 one
 SAME_BUCKET = [(300, 400), (350, 450), (270, 500), (384, 512)]
 OTHER = (200, 300)
@@ -23,6 +22,8 @@ OTHER = (200, 300)
 
 @pytest.fixture(scope="module")
 def detector(gpu):
+    if len(PHOTOS) < 7:
+        pytest.skip(f"the WIDER sample not found in {DATA} (set FACERUN_DATA)")
     det = Detector("yunet-2023mar", device="gpu", max_side=512)
     det.detect(load_image(PHOTOS[1])[:120, :160])  # the model's check and the first photo's layout check
     return det
@@ -68,17 +69,25 @@ def test_two_batches_in_flight(detector):
             assert np.array_equal(p.outputs[k], w[k]), k
 
 
-@pytest.mark.parametrize("batch", [8, 1])
-def test_library_detect_keeps_input_order_with_another_bucket_between(detector, tmp_path, monkeypatch, batch):
-    monkeypatch.setenv("FACERUN_PHOTO_BATCH", str(batch))  # 1, the default: each photo on its own, as before
+@pytest.fixture(scope="module")
+def mixed_buckets(detector, tmp_path_factory):
+    """Photos of one bucket with one of another between them, twice over (more photos than the first runs, so
+    batches form), and their faces photo after photo: (paths, serial results), made once for both batch sizes."""
     crops = _crops(4, SAME_BUCKET[:2]) + _crops(5, [OTHER]) + _crops(6, SAME_BUCKET[2:])
+    folder = tmp_path_factory.mktemp("mixed-buckets")
     paths = []
     for i, c in enumerate(crops):
-        path = tmp_path / f"p{i}.png"
+        path = folder / f"p{i}.png"
         Image.fromarray(c).save(path)
         paths.append(path)
-    paths = paths * 2  # more photos than the first runs, so batches form
-    serial = list(iter_photo_faces_serial(paths, detector))
+    paths = paths * 2
+    return paths, list(iter_photo_faces_serial(paths, detector))
+
+
+@pytest.mark.parametrize("batch", [8, 1])
+def test_library_detect_keeps_input_order_with_another_bucket_between(detector, mixed_buckets, monkeypatch, batch):
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", str(batch))  # 1, the default: each photo on its own, as before
+    paths, serial = mixed_buckets
     before = counters.snapshot().get("gpu_photo_batches", 0)
     piped = list(iter_photo_faces(paths, detector, workers=2))
     batches = counters.snapshot().get("gpu_photo_batches", 0) - before

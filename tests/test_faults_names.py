@@ -204,30 +204,26 @@ def _drop_file_powers() -> None:
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def _without_file_powers(function, *args) -> tuple[int, str, str]:
-    """function(*args) -> CliRunner result, run in a forked child that gave up root's power over file permissions;
-    (exit code, stdout, stderr)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 99
-        try:
-            os.close(read)
-            _drop_file_powers()
-            result = function(*args)
-            crash = "" if result.exception is None or isinstance(result.exception, SystemExit) else \
-                f"{type(result.exception).__name__}: {result.exception}"
-            os.write(write, json.dumps([result.exit_code, result.stdout, result.stderr + crash]).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    if not data:
-        pytest.fail("the child without file powers failed before reporting")
-    return tuple(json.loads(data))
+def _index_without_file_powers(folder, db, *more) -> tuple[int, str, str]:
+    """`facerun index` run in a fresh interpreter that gave up root's power over file permissions first; (exit code,
+    stdout, stderr). A fresh process, not a fork: a forked child of this process (BLAS, decoder and GPU threads)
+    can hang on a lock some thread held at the fork."""
+    import subprocess
+    import textwrap
+
+    child = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_faults_names import _drop_file_powers
+        _drop_file_powers()
+        from facerun.cli import main
+        main(sys.argv[1:], prog_name="facerun")
+    """)
+    args = ["index", folder, "--db", db, "--model", str(MOBILEFACENET), "--detector", str(YUNET), "--device", "cpu",
+            *more]
+    done = subprocess.run([sys.executable, "-c", child, *map(os.fspath, args)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=600)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_a_folder_without_read_permission(tmp_path):
@@ -246,7 +242,7 @@ def test_a_folder_without_read_permission(tmp_path):
     (library / "closed").chmod(0o000)
     secret.chmod(0o000)
     try:
-        code, out, err = _without_file_powers(index, library, tmp_path / "faces.db", "--json", "--allow-missing")
+        code, out, err = _index_without_file_powers(library, tmp_path / "faces.db", "--json", "--allow-missing")
     finally:
         (library / "closed").chmod(0o755)
         secret.chmod(0o644)
