@@ -12,12 +12,14 @@ fallback would compare the CPU with itself. Only the public API is used, so the 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-DATA = Path("/work/shared/data")
+DATA = Path(os.environ.get("FACERUN_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+MODELS = Path(os.environ.get("FACERUN_MODELS") or DATA.parent / "models")
 
 
 def photos(n: int) -> list[np.ndarray]:
@@ -64,7 +66,7 @@ def run_set() -> dict[str, np.ndarray]:
         keep(f"yunet-blob{h}x{w}", yunet.run(seeded((1, 3, h, w), 3) * 127 + 128))
     on_gpu("YuNet", yunet.device)
 
-    mfn = facerun.load(str(Path("/work/shared/models") / "MobileFaceNet.onnx"), device="gpu")
+    mfn = facerun.load(str(MODELS / "MobileFaceNet.onnx"), device="gpu")
     for b in (1, 4):
         keep(f"mobilefacenet-b{b}", mfn.run_batch(seeded((b, 3, 112, 112), 11 + b)))
     on_gpu("MobileFaceNet", mfn.device)
@@ -73,7 +75,7 @@ def run_set() -> dict[str, np.ndarray]:
     keep("sface-arch", sface.run(seeded((1, 3, 112, 112), 21)))
     on_gpu("sface-arch", sface.device)
 
-    scrfd = Detector(str(Path("/work/shared/models") / "det_500m.onnx"), device="gpu")
+    scrfd = Detector(str(MODELS / "det_500m.onnx"), device="gpu")
     prepared = scrfd.run_network(scrfd.prepare(pics[0]))
     keep("scrfd-photo0", prepared.outputs)
     on_gpu("SCRFD", scrfd.device)

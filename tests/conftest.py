@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from people_fixtures import faces_db, mobilefacenet, yunet_cpu  # noqa: F401  (the shared photos indexed once)
+from shared_paths import DATA, MODELS
 
 from gpu_fixtures import gpu, gpu_model  # noqa: F401  (shared GPU fixtures: skip without an adapter, fail under CI)
 
 ROOT = Path(__file__).resolve().parent.parent
-_DEFAULT_SHARED = ROOT.parent / "shared"
 
 
 def pytest_configure(config):
@@ -20,12 +20,6 @@ def pytest_configure(config):
     os.environ.setdefault("FACERUN_GPU_CHECKED", "1")
 
 
-def _dir(env: str, default: Path) -> Path:
-    return Path(os.environ.get(env) or default)
-
-
-MODELS = _dir("FACERUN_MODELS", _DEFAULT_SHARED / "models")
-DATA = _dir("FACERUN_DATA", _DEFAULT_SHARED / "data")
 # facerun itself reads FACERUN_MODELS; point it at the shared models for every test
 os.environ.setdefault("FACERUN_MODELS", str(MODELS))
 

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
+from shared_paths import DATA, MODELS
 
-MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
-DATA = Path(os.environ.get("FACERUN_DATA", "/work/shared/data"))
 FACES = DATA / "faces"
 MOBILEFACENET = MODELS / "MobileFaceNet.onnx"
 YUNET = MODELS / "face_detection_yunet_2023mar.onnx"

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+from shared_paths import DATA, MODELS
 
 from facerun.errors import InputError
 from facerun.face import align
 
-MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
-DATA = Path(os.environ.get("FACERUN_DATA", "/work/shared/data"))
 YUNET = MODELS / "face_detection_yunet_2023mar.onnx"
 # alignCrop only lives on a FaceRecognizerSF, and creating one needs some embedder file
 RECOGNIZER_MODEL = MODELS / "MobileFaceNet.onnx"

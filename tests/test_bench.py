@@ -6,13 +6,13 @@ Timings themselves are never asserted (this machine is shared); only that they e
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from shared_paths import MODELS
 
 import facerun
 from facerun import cpu
@@ -22,7 +22,6 @@ from facerun.cli import main
 from facerun.commands.bench_table import factor, faster_or_slower
 from facerun.runner import CpuRunner
 
-MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
 SMALL = "sface-arch-small"
 
 
@@ -379,7 +378,7 @@ def test_torch_rows_say_why_when_torch_cannot_run(monkeypatch):
 
 
 def test_the_photo_path_runs_yunet_from_a_photos_bytes(gpu):
-    yunet = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models")) / "face_detection_yunet_2023mar.onnx"
+    yunet = MODELS / "face_detection_yunet_2023mar.onnx"
     if not yunet.exists():
         pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
     data, _ = bench_json(str(yunet), "sface-arch-small", "--sizes", "96x64", "--paths", "cpu,gpu-photo",

@@ -5,17 +5,16 @@ load compiles for that size alone, value for value and step for step, and so are
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_paths import MODELS
 
 import facerun
 from facerun import program as P
 from facerun.gpu.lower import lower
 from facerun.gpu.plan import Limits
 
-MODELS = Path(__import__("os").environ.get("FACERUN_MODELS", "/work/shared/models"))
 YUNET = MODELS / "face_detection_yunet_2023mar.onnx"
 
 needs_yunet = pytest.mark.skipif(not YUNET.exists(), reason=f"{YUNET} is not here (the shared models)")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from PIL import Image
+from shared_paths import DATA, MODELS
 
 from facerun.cli import main
 from facerun.errors import InputError, ModelError
@@ -19,8 +19,6 @@ from facerun.face.detect import Detector
 from facerun.face.embed import Embedder, cosine, cosine_matrix, largest
 from facerun.face.images import load_image
 
-MODELS = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models"))
-DATA = Path(os.environ.get("FACERUN_DATA", "/work/shared/data"))
 MOBILEFACENET = MODELS / "MobileFaceNet.onnx"
 FACES = DATA / "faces"
 # obama/ also holds one frame at four resolutions, a downscale and partial crops: only these are distinct photos

@@ -16,8 +16,7 @@ from facerun.errors import InputError
 from facerun.face.images import load_image
 from facerun.gpu import GpuModel, replay
 
-MODELS = Path("/work/shared/models")
-PHOTO = sorted(Path("/work/shared/data/wider/images").rglob("*.jpg"))[0]
+PHOTO = Path(__file__).resolve().parent.parent / "docs" / "img" / "astronaut.jpg"  # shipped: no ../shared needed
 
 
 @pytest.fixture
@@ -57,7 +56,7 @@ def test_yunet_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native)
 
 
 def test_embedder_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native):
-    net = facerun.load(str(MODELS / "MobileFaceNet.onnx"))
+    net = facerun.load("mobilefacenet")  # the shipped default
     prog = net.program((1, 3, 112, 112))
     x = {prog.inputs[0][0]: agree.seeded_input((1, 3, 112, 112), 7)}
     api = _compiled(gpu, monkeypatch, "api", prog).run(x)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from shared_paths import MODELS
 
 from facerun.cli import main
 from facerun.errors import ModelError
@@ -18,7 +19,7 @@ from facerun.zoo import find, known
 
 from local_http import ModelServer
 
-SHARED = Path(os.environ.get("FACERUN_MODELS", "/work/shared/models").split(os.pathsep)[0])
+SHARED = MODELS
 YUNET = SHARED / "face_detection_yunet_2023mar.onnx"
 SHARED_FILES = ["face_detection_yunet_2023mar.onnx", "face_detection_yunet_2022mar.onnx", "MobileFaceNet.onnx",
                 "det_500m.onnx", "retinaface_mnet025.onnx", "ultraface_RFB-320.onnx", "blazeface_front128.onnx",
