@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_paths import DATA, HAVE_PHOTOS, need_photos
 
 from facerun.errors import FacerunError, ImageError
 from facerun.face import library
@@ -18,9 +19,8 @@ from facerun.face.families import family_of
 from facerun.face.images import iter_images, load_photo_shrunk
 from facerun.face.library import LibraryOptions, LibraryStats
 
-from conftest import DATA
-
-PHOTOS = iter_images([DATA])
+pytestmark = need_photos
+PHOTOS = iter_images([DATA]) if HAVE_PHOTOS else []
 
 
 def _segments() -> set[str]:

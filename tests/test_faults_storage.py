@@ -115,6 +115,7 @@ def test_a_database_on_a_read_only_file_system_is_read_and_refuses_writes_in_one
 
 
 def test_a_failed_first_run_leaves_no_database(tmp_path, monkeypatch):
+    need_real_data()
     db = tmp_path / "faces.db"
     r = index(tmp_path / "nosuchdir", db)
     assert r.exit_code == 1 and "no such file or folder" in one_error(r)

@@ -33,7 +33,7 @@ def walk(command: click.Command, ctx: click.Context):
 def visible_options(command: click.Command, ctx: click.Context):
     """(name, option) for each option --help shows: the name is its first long spelling that is not an old one."""
     for param in command.get_params(ctx):
-        if not isinstance(param, click.Option) or param.hidden or param.name == "help":
+        if not isinstance(param, click.Option) or param.hidden or "--help" in param.opts:  # click 8.5 renamed it
             continue
         old = getattr(param, "old_names", ())
         yield next(o for o in param.opts if o not in old and o.startswith("--")), param

@@ -30,7 +30,8 @@ class BenchGroup(click.Group):
         """The subcommands, then the options of `bench models`: a bare `facerun bench` takes them."""
         self.format_commands(ctx, formatter)
         default = self.commands[DEFAULT]
-        records = [r for r in (p.get_help_record(ctx) for p in default.get_params(ctx)) if r is not None]
+        options = [p for p in default.get_params(ctx) if isinstance(p, click.Option)]  # click 8.5 lists arguments too
+        records = [r for r in (p.get_help_record(ctx) for p in options) if r is not None]
         with formatter.section(f"Options of 'bench {DEFAULT}' (what a bare 'facerun bench' runs)"):
             formatter.write_dl(records)
 

@@ -1,6 +1,7 @@
 """docs/cli.md, made from the click commands themselves: every command's and subcommand's `--help`, as the command
 line prints it at a fixed width. `python -m facerun.commands.cli_doc` rewrites the file; `--check` only says whether
-it is current (tests/test_docs.py does the same)."""
+it is current (tests/test_docs.py does the same). Click's own layout differs a little between its releases (8.5
+writes `[COMMAND]` where 8.4 wrote `COMMAND`), so the file names the click it was made with."""
 
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ def _anchor(path: str) -> str:
     return path.lower().replace(" ", "-")
 
 
+def click_version() -> str:
+    from importlib.metadata import version
+
+    return version("click")
+
+
+def made_with(text: str) -> str | None:
+    """The click version a docs/cli.md text names, or None."""
+    marker = "(click "
+    start = text.find(marker)
+    return text[start + len(marker): text.index(")", start)] if start >= 0 else None
+
+
 def render() -> str:
     """The whole text of docs/cli.md."""
     from ..cli import main
@@ -40,7 +54,8 @@ def render() -> str:
     lines = [
         "# Command-line reference",
         "",
-        "Every command's `--help`, as `facerun` prints it. Generated from the click commands by",
+        "Every command's `--help`, as `facerun` prints it. Generated from the click commands (click "
+        f"{click_version()}) by",
         f"`{REGENERATE}`: do not edit it by hand (tests/test_docs.py fails when it is out of date).",
         "",
     ]
@@ -52,6 +67,9 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if {"-h", "--help"} & set(argv):
+        print(f"usage: {REGENERATE} [--check]\n\n{__doc__}")
+        return 0
     text = render()
     if "--check" in argv:
         current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
