@@ -46,6 +46,14 @@ def whole(rows) -> bool:
     return all(n == (1 if "clapton" in path else 2) for path, n in rows)
 
 
+def _as_a_terminal_starts_it() -> None:
+    """In the writer, before it runs: SIGINT, SIGTERM and SIGHUP at their defaults, as a shell in a terminal leaves
+    them. A test runner started in the background (`cmd &` in a script: SIGINT ignored) or under nohup (SIGHUP
+    ignored) passes those on, and Python keeps an ignored signal ignored, so the run would go on to the end."""
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def warm_search(tmp_path_factory):
     """One search in this process before any writer starts: its models are then loaded and compiled, so the search
@@ -71,7 +79,8 @@ def test_a_signal_mid_index_keeps_the_committed_and_the_rerun_completes(tmp_path
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FACERUN_GPU": "off"}
     command = [sys.executable, "-m", "facerun.cli", "index", str(tmp_path / "photos"), "--db", str(db), "--model",
                str(MOBILEFACENET), "--detector", str(YUNET), "--device", "cpu", "--commit-every", "2"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_as_a_terminal_starts_it)
     committed, searched = 0, None
     try:
         deadline = time.monotonic() + 120
