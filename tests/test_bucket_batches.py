@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from people_fixtures import DATA
 from PIL import Image
+from shared_paths import DATA
 
 from facerun import counters
 from facerun.face.detect import Detector

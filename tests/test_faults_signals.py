@@ -54,26 +54,8 @@ def _as_a_terminal_starts_it() -> None:
         signal.signal(number, signal.SIG_DFL)
 
 
-@pytest.fixture(scope="module")
-def warm_search(tmp_path_factory):
-    """One search in this process before any writer starts: its models are then loaded and compiled, so the search
-    made while a writer writes takes a tenth of a second, not the two seconds (more under load) in which the writer
-    could finish the whole folder before the signal is sent (seen once in CI)."""
-    need_real_data()
-    folder = tmp_path_factory.mktemp("warm")
-    for name in PAIR:
-        shutil.copyfile(FACES / name, folder / Path(name).name)
-    db = folder / "warm.db"
-    made = CliRunner().invoke(main, ["index", str(folder), "--db", str(db), "--model", str(MOBILEFACENET),
-                                     "--detector", str(YUNET), "--device", "cpu"])
-    assert made.exit_code == 0, made.output
-    found = CliRunner().invoke(main, ["search", str(FACES / "clapton/clapton-2.jpg"), "--db", str(db), "--device",
-                                      "cpu", "--json"])
-    assert found.exit_code == 0, found.output
-
-
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
-def test_a_signal_mid_index_keeps_the_committed_and_the_rerun_completes(tmp_path, sig, warm_search):
+def test_a_signal_mid_index_keeps_the_committed_and_the_rerun_completes(tmp_path, sig):
     total = library(tmp_path / "photos")
     db = tmp_path / "faces.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FACERUN_GPU": "off"}
