@@ -190,6 +190,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_GPU_REPLAY", "`auto` `native` `api`", "auto", "how GPU runs are recorded: `native` calls "
             "wgpu-native directly, `api` goes through wgpu-py's API (the same commands); `auto`: native where this "
             "wgpu-py's C signatures are the expected ones", _replay),
+    Setting("FACERUN_GPU_SEPARABLE", "`off`", True, "`off`: run a 1x1 convolution and the depthwise 3x3 reading "
+            "it as two GPU dispatches instead of one (for A/B timings)", _gpu_on, "on"),
     Setting("FACERUN_GPU_INJECT_FAILURE", "`submit` `readback`", "",
             "tests: make the first GPU submission (or read-back) fail, once", _word, "none"),
 )

@@ -176,6 +176,8 @@ def by_kernel(gp, prog: P.Program, peaks: dict | None, repeat: int = KERNEL_REPE
     for d, f in zip(gp.dispatches, families):
         if d.node not in main or (d.plan is not None and main[d.node] in ("elementwise", "copy")):
             main[d.node] = f
+        for node in d.also:  # a step made in this dispatch's pass (a depthwise after its 1x1)
+            main.setdefault(node, f)
     whole = tune.subset_seconds(gp, [True] * len(families), repeat)
     out = []
     for family in dict.fromkeys(families):

@@ -1,7 +1,8 @@
 """What the lowering folds, read off a step program alone: the steps a convolution takes into itself (`fusions`: an
-activation after it, a transpose of its output to NHWC), the Add a nearest resize takes (an FPN's upsample and add),
-and the batch norm before a convolution (`prologues`, applied by a Winograd input transform). Pure functions of the
-program; lower.py acts on them.
+activation after it, a transpose of its output to NHWC), the depthwise 3x3 a 1x1 convolution makes in its pass
+(`separable_pairs`), the Add a nearest resize takes (an FPN's upsample and add), and the batch norm before a
+convolution (`prologues`, applied by a Winograd input transform). Pure functions of the program; lower.py acts on
+them.
 """
 
 from __future__ import annotations
@@ -72,6 +73,28 @@ def fusions(prog: P.Program) -> dict[int, Fusion]:
             found[id(st)] = Fusion(r, act=r.act)
         elif type(r) is P.Copy and _nhwc_transpose(prog, st, r):
             found[id(st)] = Fusion(r, nhwc=True)
+    return found
+
+
+def separable_pairs(prog: P.Program) -> dict[int, P.Conv]:
+    """The depthwise convolutions a 1x1 convolution may make in the same pass, by id of the 1x1: the 1x1 has no
+    activation or residual of its own, and its output, no program output and no view, is read only by a convolution
+    with one input channel per output channel. (plan.plan_separable decides from the shapes and the device whether
+    the pair runs so.)"""
+    values = prog.values
+    readers, outputs = _readers(prog)
+    found: dict[int, P.Conv] = {}
+    for st in prog.steps:
+        if type(st) is not P.Conv or st.residual is not None or st.act is not None or st.kernel != (1, 1):
+            continue
+        rs = readers.get(st.out, [])
+        if values[st.out].base != st.out or st.out in outputs or len(rs) != 1:
+            continue
+        dw = rs[0]
+        if (type(dw) is P.Conv and dw.x == st.out
+                and (dw.residual is None or values[dw.residual].base != st.out) and dw.weight.shape[1] == 1
+                and dw.groups == dw.weight.shape[0]):
+            found[id(st)] = dw
     return found
 
 

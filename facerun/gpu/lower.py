@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import program as P
 from . import kernels as K
-from .fusion import fusions, prologues
+from .fusion import Fusion, fusions, prologues, separable_pairs
 from .memory import (
     SlotPlanner,
     channel_slopes,
@@ -25,6 +25,8 @@ from .memory import (
     epilogue_data,
     im2col_taps,
     pack_conv_weights,
+    pack_depthwise_quads,
+    pack_separable,
     winograd_weights,
 )
 from .plan import (
@@ -33,6 +35,7 @@ from .plan import (
     GemmPlan,
     Limits,
     PlanError,
+    SeparablePlan,
     WinogradPlan,
     broadcast_strides,
     contiguous_strides,
@@ -42,6 +45,7 @@ from .plan import (
     padded,
     plan_conv,
     plan_gemm,
+    plan_separable,
 )
 
 NEG_INF_BITS = 0xFF800000  # the pool kernel's empty-window value (-inf cannot be a WGSL constant)
@@ -59,6 +63,7 @@ class Dispatch:
     node: str = ""
     plan: ConvPlan | GemmPlan | None = None  # convolutions and fully connected layers: the plan it runs
     mask: tuple[int, int] | None = None  # a convolution's output writer: (rows, columns) its mask fields cover
+    also: tuple[str, ...] = ()  # the nodes of steps folded into this dispatch that do work of their own (a depthwise)
 
 
 @dataclass
@@ -82,15 +87,18 @@ def conv_shape(prog: P.Program, st: P.Conv) -> ConvShape:
 
 
 def lower(prog: P.Program, limits: Limits, const: ConstStore, force: dict | None = None,
-          half: bool = False) -> Lowered:
+          half: bool = False, separable: bool = True) -> Lowered:
     """The dispatches of `prog` on a device with `limits`. `force` (tests, tuning) is passed to every convolution's
     plan_conv (force_splits, force_tile). half (--precision f16): Winograd's transformed inputs, weights and (unsplit)
-    products are stored as f16, the products summed in f32; every other value stays f32."""
-    return _Lowering(prog, limits, const, force or {}, half).run()
+    products are stored as f16, the products summed in f32; every other value stays f32. separable: a 1x1
+    convolution and the depthwise 3x3 reading it run as one dispatch where plan_separable takes them (never with a
+    plan forced)."""
+    return _Lowering(prog, limits, const, force or {}, half, separable).run()
 
 
 class _Lowering:
-    def __init__(self, prog: P.Program, limits: Limits, const: ConstStore, force: dict, half: bool = False):
+    def __init__(self, prog: P.Program, limits: Limits, const: ConstStore, force: dict, half: bool = False,
+                 separable: bool = True):
         self.prog = prog
         self.half = half
         self.limits = limits
@@ -115,6 +123,16 @@ class _Lowering:
                 self.prologue[id(norm)] = conv
                 self.norm_of[conv_id] = norm
         self._deferred: dict[int, tuple] = {}  # conv id -> its folded norm's frees (the conv reads the norm's input)
+        # 1x1 convolutions making the depthwise 3x3 after them in their pass: 1x1 id -> (the depthwise, the plan);
+        # the depthwise is folded like an activation (no dispatch, its output in the 1x1's slot)
+        self.separable: dict[int, tuple[P.Conv, SeparablePlan]] = {}
+        if separable and not force:
+            convs = {id(st): st for st in prog.steps if type(st) is P.Conv}
+            for pw_id, dw in separable_pairs(prog).items():
+                plan = plan_separable(conv_shape(prog, convs[pw_id]), conv_shape(prog, dw), limits)
+                if plan is not None:
+                    self.separable[pw_id] = (dw, plan)
+                    self.fused[pw_id] = Fusion(dw)
 
     def run(self) -> Lowered:
         prog, out = self.prog, self.out
@@ -402,6 +420,9 @@ class _Lowering:
         self.out.conv_plans.append((st.node, f"gemv rows {plan.rows_per_group}"))
 
     def _conv(self, st: P.Conv, out) -> None:
+        if id(st) in self.separable:
+            self._separable(st, out)
+            return
         shape = conv_shape(self.prog, st)
         plan = plan_conv(shape, self.limits, **self.force)
         res = self._read(st.residual) if st.residual is not None else None
@@ -414,6 +435,31 @@ class _Lowering:
             self._winograd(shape, plan, st.weight, st.bias, act, x_ref, res, out, nhwc, norm)
             return
         self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
+
+    def _separable(self, pw: P.Conv, out) -> None:
+        """A 1x1 convolution and the depthwise 3x3 reading it (with the depthwise's own folded activation or NHWC
+        transpose) in one dispatch of separable.wgsl, writing the depthwise's output."""
+        dw, plan = self.separable[id(pw)]
+        s = conv_shape(self.prog, dw)
+        fused = self.fused.get(id(dw))
+        act = fused.act if fused is not None and fused.act is not None else dw.act
+        nhwc = fused is not None and fused.nhwc
+        cin = self.prog.values[pw.x].shape[1]
+        layout = _out_strides(s.cout, s.oh * s.ow, nhwc)
+        p = _epilogue_fields(act, dw.bias, dw.residual, s.cout)
+        p.update(layout, count=plan.workgroups, row=plan.grid[2], cin=cin, cout=s.cout, h=s.oh, w=s.ow, th=plan.th,
+                 tw=plan.tw, tiles_x=plan.tiles_x, tiles=plan.tiles, blocks=plan.blocks, quads=plan.quads,
+                 pw_bias=0 if pw.bias is None else plan.blocks * plan.quads * cin)
+        pw_buf = self._const_of("separable 1x1 weights", (pw.weight, pw.bias), (plan.blocks, plan.quads),
+                                lambda: pack_separable(pw.weight, pw.bias, plan.blocks, plan.quads))
+        dw_buf = self._const_of("separable depthwise weights", (dw.weight,), (plan.blocks, plan.quads),
+                                lambda: pack_depthwise_quads(dw.weight, plan.blocks, plan.quads))
+        res = self._read(dw.residual) if dw.residual is not None else None
+        reads = [self._read(pw.x), pw_buf, self._epilogue(dw.bias, act, s.cout), res, dw_buf]
+        self.out.conv_plans.append((pw.node, plan.describe()))
+        self.out.conv_plans.append((dw.node, f"in {pw.node}'s pass"))
+        self._add(K.SEPARABLE, p, reads, out, plan.grid[:2], plan, (s.oh, s.ow, layout["out_p"]))
+        self.out.dispatches[-1].also = (dw.node,)
 
     def _epilogue(self, bias, act, cout: int):
         """The buffer of a convolution's bias and PReLU slopes."""

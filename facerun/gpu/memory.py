@@ -161,6 +161,30 @@ def pack_conv_weights(weight: np.ndarray, groups: int, kpad: int, mpad: int) -> 
     return out
 
 
+def pack_separable(pw_weight: np.ndarray, pw_bias: np.ndarray | None, blocks: int, quads: int) -> np.ndarray:
+    """A 1x1 convolution's weights as separable.wgsl reads them: vec4s of four output channels, by channel quad and
+    then input channel (zero past the last channel), then its bias by quad when it has one. (rows, 4) float32."""
+    cout, cin = pw_weight.shape[:2]
+    nq = blocks * quads
+    w = np.zeros((nq * 4, cin), np.float32)
+    w[:cout] = pw_weight.reshape(cout, cin)
+    rows = [w.reshape(nq, 4, cin).transpose(0, 2, 1).reshape(nq * cin, 4)]
+    if pw_bias is not None:
+        bias = np.zeros(nq * 4, np.float32)
+        bias[:cout] = np.asarray(pw_bias, np.float32).reshape(-1)
+        rows.append(bias.reshape(nq, 4))
+    return np.ascontiguousarray(np.concatenate(rows))
+
+
+def pack_depthwise_quads(weight: np.ndarray, blocks: int, quads: int) -> np.ndarray:
+    """Depthwise 3x3 weights (C x 1 x 3 x 3) as vec4s of four channels, by channel quad and then tap. (rows, 4)."""
+    cout = weight.shape[0]
+    nq = blocks * quads
+    w = np.zeros((nq * 4, 9), np.float32)
+    w[:cout] = weight.reshape(cout, 9)
+    return np.ascontiguousarray(w.reshape(nq, 4, 9).transpose(0, 2, 1).reshape(nq * 9, 4))
+
+
 # F(4x4, 3x3)'s weight transform (interpolation points 0, ±1, ±2; winograd4.wgsl has the two others)
 _G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)

@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from .. import counters
+from .. import counters, settings
 from .. import program as P
 from ..errors import GpuError
 from ..lru import InFlight, LruCache, budget_from_env
@@ -48,6 +48,7 @@ class GpuModel:
             raise GpuError(f"{self.dev.label} has no half floats in shaders (the shader-f16 feature)")
         self.precision = precision
         self.half = precision == "f16"  # Winograd's planes and weights stored as f16 (lower.lower's half)
+        self.separable = settings.get("FACERUN_GPU_SEPARABLE")  # lower.lower's separable
         self.weights = WeightStore(budget_bytes(budget_mb))
         self.arena = Arena(self.dev)  # the activation buffers and bind groups every program of the model runs in
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB"),
@@ -105,7 +106,8 @@ class GpuModel:
         """`prog` for the device, in the model's shared arena (shared=False: buffers of its own, for a program run
         once, so it neither grows the arena nor evicts bind groups)."""
         try:
-            return GpuProgram(self.dev, prog, self.weights, force, self.arena if shared else None, self.half)
+            return GpuProgram(self.dev, prog, self.weights, force, self.arena if shared else None, self.half,
+                              self.separable)
         except PlanError as e:
             raise DoesNotFit(f"this program does not fit the GPU: {e}") from None
         except GpuError:
@@ -117,7 +119,7 @@ class GpuModel:
         """`prog`'s dispatches as this device would run them (kernel variants and plans), made without the device:
         for planning checks ahead. PlanError (the program does not fit) gives no dispatches."""
         try:
-            return lower(prog, self.dev.limits, _no_consts, half=self.half).dispatches
+            return lower(prog, self.dev.limits, _no_consts, half=self.half, separable=self.separable).dispatches
         except PlanError:
             return []
 

@@ -412,6 +412,61 @@ def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
     return WinogradPlan(gemm, th, tw, tiles, flat_grid(s.cin * tiles, limits), flat_grid(s.cout * tiles, limits), m)
 
 
+# ------------------------------------------------------------------------------ a 1x1 then a depthwise 3x3, fused
+
+SEPARABLE_THREADS = 256  # one output position of the workgroup's tile per thread
+SEPARABLE_MAX_QUADS = 2  # channel quads (vec4) per workgroup: the tile's 1x1 outputs for 8 channels stay in
+SEPARABLE_MAX_HALO = 340  # workgroup memory, over the tile and its one-position border: (8 + 2) x (32 + 2) at most
+
+
+@dataclass(frozen=True)
+class SeparablePlan:
+    """A 1x1 convolution and the depthwise 3x3 reading it (a MobileNet/YuNet block) as one dispatch: each workgroup
+    computes the 1x1's outputs for its output tile plus a one-position border into workgroup memory, then the
+    depthwise window over them, so the 1x1's output never goes to device memory."""
+
+    th: int  # output rows and columns of a workgroup's tile (th * tw = SEPARABLE_THREADS)
+    tw: int
+    quads: int  # channel quads a workgroup makes (1 or 2)
+    tiles_x: int
+    tiles: int  # tiles of one image and channel block
+    blocks: int  # channel blocks of 4 * quads
+    workgroups: int  # tiles * blocks * batch
+    grid: tuple[int, int, int]
+    kernel: str = "separable"
+    tile: None = None  # not the tiled GEMM
+
+    def describe(self) -> str:
+        return f"1x1 + depthwise 3x3 fused, tile {self.th}x{self.tw}x{4 * self.quads}"
+
+
+def plan_separable(pw: ConvShape, dw: ConvShape, limits: Limits = Limits()) -> SeparablePlan | None:
+    """The fused plan of a 1x1 convolution `pw` whose output only the depthwise 3x3 `dw` reads, or None when the two
+    are not such a pair (stride 1, zero padding of 1, one input channel per output) or the device's workgroups
+    cannot hold the tile."""
+    if not pw.pointwise or pw.groups != 1 or pw.dilation != (1, 1):
+        return None
+    if (dw.kernel, dw.stride, dw.dilation, dw.pads) != ((3, 3), (1, 1), (1, 1), (1, 1, 1, 1)):
+        return None
+    if dw.cg != 1 or dw.m != 1 or dw.cin != pw.cout or (dw.batch, dw.h, dw.w) != (pw.batch, pw.oh, pw.ow):
+        return None
+    quads = SEPARABLE_MAX_QUADS if pw.cout > 4 else 1
+    if (limits.max_invocations < SEPARABLE_THREADS
+            or limits.max_workgroup_storage < SEPARABLE_MAX_HALO * SEPARABLE_MAX_QUADS * 16):
+        return None
+    tw = 32 if dw.ow > 16 else 16
+    th = SEPARABLE_THREADS // tw
+    tiles_x = ceil_div(dw.ow, tw)
+    tiles = ceil_div(dw.oh, th) * tiles_x
+    blocks = ceil_div(pw.cout, 4 * quads)
+    count = tiles * blocks * pw.batch
+    try:
+        g = grid(count, limits)
+    except PlanError:
+        return None
+    return SeparablePlan(th, tw, quads, tiles_x, tiles, blocks, count, g)
+
+
 # ------------------------------------------------------------------------------------------------- gemm / gemv
 
 

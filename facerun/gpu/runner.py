@@ -47,12 +47,12 @@ class GpuProgram:
     `device_bytes` describe it; `run` and `run_many` run it; `time_passes` and `time_encoding` measure it."""
 
     def __init__(self, dev: D.Device, prog: P.Program, weights: WeightStore, force: dict | None = None,
-                 arena: Arena | None = None, half: bool = False):
+                 arena: Arena | None = None, half: bool = False, separable: bool = True):
         self.dev = dev
         self.prog = prog
         self.arena = arena or Arena(dev)  # without one of the model's: buffers of its own
         self.lock = self.arena.lock
-        low = lower(prog, dev.limits, weights.consts(dev), force, half)
+        low = lower(prog, dev.limits, weights.consts(dev), force, half, separable)
         self.dispatches = low.dispatches
         self.slots = low.slots
         self.kernels = low.kernels
