@@ -1,13 +1,14 @@
 """Where a program's GPU time goes, by kernel family (tune.family_of: direct, depthwise, tiled, Winograd, gemv,
 elementwise ...): the whole pass timed with each family left out, and each family alone.
 
-    python benchmarks/gpu_families.py MODEL [--shape 16,3,112,112] [--repeat 10] [--rounds 7]
+    python benchmarks/gpu_families.py MODEL [--shape 16,3,112,112] [--repeat 10] [--rounds 7] [--each]
 
 MODEL is an .onnx file, a known model's name or a replica name (auraface-arch, ...). The timings are of passes over
 the dispatches only (no upload, no read-back; facerun.gpu.tune.subset_seconds: the fixed cost of a submission taken
 out), medians over --rounds measurements of --repeat passes each. A pass
 with families left out computes nothing meaningful; only its time is of use. Families overlap a little on the GPU,
-so "without" and "only" need not add up to "all".
+so "without" and "only" need not add up to "all". `--each` also times every dispatch alone, in program order (node,
+kernel, plan, workgroups, ms): where a family's time goes layer by layer.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", default=None, help="input shape, e.g. 16,3,112,112 (default: the model's, batch 1)")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--each", action="store_true", help="also time every dispatch alone")
     args = ap.parse_args(argv)
     net = facerun.load(args.model, device="gpu")
     shape = tuple(int(v) for v in args.shape.split(",")) if args.shape else tuple(net.default_shape())
@@ -55,6 +57,16 @@ def main(argv=None) -> int:
         only = timed(lambda f, family=family: f == family)
         print(f"{family:28s} {count:10d} {without:8.2f}  {only:8.2f}")
     print(f"{'all':28s} {len(families):10d} {whole:8.2f}  (again: {timed(lambda f: True):.2f}) ms")
+    if args.each:
+        total = 0.0
+        print(f"{'#':>3s} {'node':14s} {'kernel':12s} {'plan':44s} {'workgroups':>10s} {'ms':>8s}")
+        for i, d in enumerate(gp.dispatches):
+            ms = statistics.median(tune.subset_seconds(gp, [j == i for j in range(len(families))], args.repeat)
+                                   * 1000 for _ in range(args.rounds))
+            total += ms
+            plan = d.plan.describe() if d.plan is not None and hasattr(d.plan, "describe") else ""
+            print(f"{i:3d} {d.node:14s} {d.kernel.stem:12s} {plan:44s} {d.groups[0] * d.groups[1]:10d} {ms:8.3f}")
+        print(f"{'':3s} {'sum':14s} {'':12s} {'':44s} {'':10s} {total:8.3f}")
     return 0
 
 

@@ -83,7 +83,7 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
         want = plan_separable(lower_shape(prog, pw), lower_shape(prog, dw), limits)
         if want is not None:
             (d,) = found[pw.node]
-            assert d.kernel == K.SEPARABLE and d.plan == want and d.groups == want.grid[:2]
+            assert d.kernel == K.separable(want.quads) and d.plan == want and d.groups == want.grid[:2]
             assert found[dw.node] == []
             fused_into[id(pw)] = fused_into[id(dw)] = True
             kinds.add("separable")

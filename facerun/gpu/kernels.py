@@ -244,8 +244,14 @@ def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, h
 DIRECT_CONV = Kernel("conv_direct.wgsl", "direct", epilogue=True, trusted=True)
 DEPTHWISE_CONV = Kernel("conv_direct.wgsl", "depthwise", epilogue=True, trusted=True)
 SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
-# a 1x1 convolution and the depthwise 3x3 reading it, in one pass (plan.SeparablePlan)
-SEPARABLE = Kernel("separable.wgsl", "main", epilogue=True, trusted=True)
+
+
+@cache
+def separable(quads: int) -> Kernel:
+    """A 1x1 convolution and the depthwise 3x3 reading it, in one pass (plan.SeparablePlan), 4 * quads channels a
+    workgroup."""
+    return Kernel("separable.wgsl", "main", (("QUADS", int(quads)),), epilogue=True, trusted=True)
+
 # Winograd's transforms, F(2x2, 3x3) and F(4x4, 3x3): one guarded thread per (channel, tile), planes sized by the
 # lowering; an input transform with AFFINE applies a batch norm's scale and shift per input channel to the patch (the
 # norm folded into the convolution after it: lower.prologues), zero padding staying zero

@@ -448,7 +448,7 @@ class _Lowering:
         layout = _out_strides(s.cout, s.oh * s.ow, nhwc)
         p = _epilogue_fields(act, dw.bias, dw.residual, s.cout)
         p.update(layout, count=plan.workgroups, row=plan.grid[2], cin=cin, cout=s.cout, h=s.oh, w=s.ow, th=plan.th,
-                 tw=plan.tw, tiles_x=plan.tiles_x, tiles=plan.tiles, blocks=plan.blocks, quads=plan.quads,
+                 tw=plan.tw, tiles_x=plan.tiles_x, tiles=plan.tiles, blocks=plan.blocks,
                  pw_bias=0 if pw.bias is None else plan.blocks * plan.quads * cin)
         pw_buf = self._const_of("separable 1x1 weights", (pw.weight, pw.bias), (plan.blocks, plan.quads),
                                 lambda: pack_separable(pw.weight, pw.bias, plan.blocks, plan.quads))
@@ -458,7 +458,7 @@ class _Lowering:
         reads = [self._read(pw.x), pw_buf, self._epilogue(dw.bias, act, s.cout), res, dw_buf]
         self.out.conv_plans.append((pw.node, plan.describe()))
         self.out.conv_plans.append((dw.node, f"in {pw.node}'s pass"))
-        self._add(K.SEPARABLE, p, reads, out, plan.grid[:2], plan, (s.oh, s.ow, layout["out_p"]))
+        self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan, (s.oh, s.ow, layout["out_p"]))
         self.out.dispatches[-1].also = (dw.node,)
 
     def _epilogue(self, bias, act, cout: int):

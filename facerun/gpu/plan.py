@@ -414,9 +414,9 @@ def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
 
 # ------------------------------------------------------------------------------ a 1x1 then a depthwise 3x3, fused
 
-SEPARABLE_THREADS = 256  # one output position of the workgroup's tile per thread
-SEPARABLE_MAX_QUADS = 2  # channel quads (vec4) per workgroup: the tile's 1x1 outputs for 8 channels stay in
-SEPARABLE_MAX_HALO = 340  # workgroup memory, over the tile and its one-position border: (8 + 2) x (32 + 2) at most
+SEPARABLE_THREADS = 256  # a workgroup's tile with its one-position border: one position a thread
+SEPARABLE_TILES = ((6, 30), (14, 14))  # output rows x columns whose bordered tile is 8 x 32 or 16 x 16
+SEPARABLE_MAX_QUADS = 4  # channel quads (vec4) a workgroup makes: the bordered tile's 1x1 outputs for 16 channels
 
 
 @dataclass(frozen=True)
@@ -425,9 +425,9 @@ class SeparablePlan:
     computes the 1x1's outputs for its output tile plus a one-position border into workgroup memory, then the
     depthwise window over them, so the 1x1's output never goes to device memory."""
 
-    th: int  # output rows and columns of a workgroup's tile (th * tw = SEPARABLE_THREADS)
+    th: int  # output rows and columns of a workgroup's tile ((th + 2) * (tw + 2) = SEPARABLE_THREADS)
     tw: int
-    quads: int  # channel quads a workgroup makes (1 or 2)
+    quads: int  # channel quads a workgroup makes (1, 2 or 4)
     tiles_x: int
     tiles: int  # tiles of one image and channel block
     blocks: int  # channel blocks of 4 * quads
@@ -443,21 +443,28 @@ class SeparablePlan:
 def plan_separable(pw: ConvShape, dw: ConvShape, limits: Limits = Limits()) -> SeparablePlan | None:
     """The fused plan of a 1x1 convolution `pw` whose output only the depthwise 3x3 `dw` reads, or None when the two
     are not such a pair (stride 1, zero padding of 1, one input channel per output) or the device's workgroups
-    cannot hold the tile."""
+    cannot hold the tile. The tile: of the two shapes, the one that computes the fewer bordered positions over the
+    output (8 x 32 on a tie: whole rows of 32 read and written together)."""
     if not pw.pointwise or pw.groups != 1 or pw.dilation != (1, 1):
         return None
     if (dw.kernel, dw.stride, dw.dilation, dw.pads) != ((3, 3), (1, 1), (1, 1), (1, 1, 1, 1)):
         return None
     if dw.cg != 1 or dw.m != 1 or dw.cin != pw.cout or (dw.batch, dw.h, dw.w) != (pw.batch, pw.oh, pw.ow):
         return None
-    quads = SEPARABLE_MAX_QUADS if pw.cout > 4 else 1
-    if (limits.max_invocations < SEPARABLE_THREADS
-            or limits.max_workgroup_storage < SEPARABLE_MAX_HALO * SEPARABLE_MAX_QUADS * 16):
+    quads = 1 if pw.cout <= 4 else 2 if pw.cout <= 8 else SEPARABLE_MAX_QUADS
+    if limits.max_invocations < SEPARABLE_THREADS:
         return None
-    tw = 32 if dw.ow > 16 else 16
-    th = SEPARABLE_THREADS // tw
+    while quads > 1 and limits.max_workgroup_storage < SEPARABLE_THREADS * quads * 16:
+        quads //= 2
+    if limits.max_workgroup_storage < SEPARABLE_THREADS * quads * 16:
+        return None
+
+    def tiles_of(tile):
+        return ceil_div(dw.oh, tile[0]) * ceil_div(dw.ow, tile[1])
+
+    th, tw = min(SEPARABLE_TILES, key=tiles_of)
     tiles_x = ceil_div(dw.ow, tw)
-    tiles = ceil_div(dw.oh, th) * tiles_x
+    tiles = tiles_of((th, tw))
     blocks = ceil_div(pw.cout, 4 * quads)
     count = tiles * blocks * pw.batch
     try:
