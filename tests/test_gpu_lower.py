@@ -110,9 +110,9 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
             else:
                 assert_runs_plan(found[st.node], want.conv, True)
     assert kinds, "the model has convolutions"
-    if name == "yunet-arch":  # every depthwise layer follows its 1x1 (the stem is a 3x3); SMALL has too few threads
+    if name == "yunet-arch":  # some of its 1x1s run with their depthwise 3x3 (not on SMALL: too few threads)
         fused = separable and limits is not SMALL
-        assert "tiled" in kinds and ("separable" in kinds) == fused and ("depthwise" in kinds) != fused
+        assert {"tiled", "depthwise"} <= kinds and ("separable" in kinds) == fused
     if name == "auraface-arch-small":  # its 3x3 layers, its stem and strided ones not; each block's first norm folded
         assert {"winograd", "tiled", "folded norm"} <= kinds
 

@@ -142,6 +142,12 @@ def test_bench_by_kernel_shares_add_up_and_the_peaks_head_the_table(gpu, models_
     assert gpu_row["of_fma_peak"] == pytest.approx(gpu_row["tflops"] / peaks["fma_tflops"])
     assert gpu_row["of_bandwidth_peak"] == pytest.approx(gpu_row["gbps"] / peaks["bandwidth_gbps"])
     assert cpu_row["tflops"] > 0 and cpu_row["of_fma_peak"] is None  # no CPU peak
+    # the program alone on the device: no more than the whole run (which also uploads and reads back), and the time
+    # at the peaks over it
+    assert 0 < gpu_row["device_ms"] <= 1.5 * gpu_row["median_ms"] and cpu_row["device_ms"] is None
+    limit_s = max(2 * gpu_row["macs"] / (peaks["fma_tflops"] * 1e12),
+                  gpu_row["bytes_per_run"] / (peaks["bandwidth_gbps"] * 1e9))
+    assert gpu_row["device_of_limit"] == pytest.approx(limit_s / (gpu_row["device_ms"] / 1e3))
     [k] = data["kernels"]
     assert (k["path"], k["batch"]) == ("gpu", 1)
     families = {f["family"]: f for f in k["families"]}
@@ -160,5 +166,6 @@ def test_bench_by_kernel_shares_add_up_and_the_peaks_head_the_table(gpu, models_
     head = next(ln for ln in text.stdout.splitlines() if ln.startswith("device peaks"))
     assert f"fma {peaks['fma_tflops']:.3g} TFLOP/s" in head  # the cached figures: not probed again
     assert f"copy bandwidth {peaks['bandwidth_gbps']:.4g} GB/s" in head
-    assert "TFLOP/s" in text.stdout and " fma · " in text.stdout
+    assert "TFLOP/s" in text.stdout and " fma · " in text.stdout and "device ms" in text.stdout
+    assert " of limit)" in text.stdout
     assert not [ln for ln in _bench().stdout.splitlines() if " fma · " in ln]  # the columns only when asked

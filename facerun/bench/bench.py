@@ -133,6 +133,11 @@ class Row:
     gbps: float | None = None
     of_fma_peak: float | None = None
     of_bandwidth_peak: float | None = None
+    # facerun's GPU rows (roofline.device_times): the device's own time for the row's program (its dispatches only,
+    # repeated in one submission, the fixed cost of a submission taken out: no upload, no read-back), and the least
+    # time the work could take at the device's peaks over it
+    device_ms: float | None = None
+    device_of_limit: float | None = None
     note: str | None = None  # why a row was skipped, or what to know about it
 
     @property

@@ -11,6 +11,10 @@ Achieved: TFLOP/s = FLOP / median time, GB/s = bytes / median time. Peaks: gpu/p
 bandwidth), measured once per adapter and cached. Fractions are shown for rows on a GPU (facerun's and the peers',
 which run on the same device); the CPU rows get achieved figures only (no CPU peak is measured).
 
+facerun's own GPU rows also get the device's time for their program alone (`device_ms`: the dispatches repeated
+in one submission, no upload or read-back) and the limit's fraction of it (`device_of_limit`): how far the kernels
+are from the device, apart from moving the row's input and outputs.
+
 Per kernel family (`--by-kernel`), the dispatches of the GPU rows' programs are timed family by family
 (gpu/tune.subset_seconds, the families of gpu/tune.family_of), each family's steps counted as above, and held to the
 limit that binds it: its time at the device's limits, max(FLOP / fma peak, bytes / bandwidth), over its measured
@@ -128,6 +132,14 @@ def peaks_line(peaks: dict) -> str:
             f"{peaks.get('measured', '?')})")
 
 
+def device_cell(r) -> str:
+    """'2.31 (3.1% of limit)' for a row with a device time, '—' otherwise."""
+    if r.device_ms is None:
+        return "—"
+    limit = f" ({percent(r.device_of_limit)} of limit)" if r.device_of_limit is not None else ""
+    return f"{r.device_ms:.3g}{limit}"
+
+
 def roofline_cell(r) -> str:
     """'12% fma · 31% bw' (GPU rows), '—' otherwise."""
     if r.of_fma_peak is None and r.of_bandwidth_peak is None:
@@ -161,9 +173,10 @@ def kernel_program(case, path_name: str):
         return None
     if not path.batch:
         return net, net.program(case.x.shape)
-    if not net.batch_free:
-        return None  # run_many: the batch-1 program per item, the breakdown of the gpu row
-    return net, net.program((case.settings.batch,) + tuple(case.x.shape[1:]))
+    shape = (case.settings.batch,) + tuple(case.x.shape[1:])
+    prog = net.program(shape) if net.batch_free else net.batch_program(shape)
+    # None: a file fixed at batch 1 whose graph mixes its items runs them one by one (the gpu row's breakdown)
+    return None if prog is None else (net, prog)
 
 
 def by_kernel(gp, prog: P.Program, peaks: dict | None, repeat: int = KERNEL_REPEAT) -> dict:
@@ -227,6 +240,36 @@ def kernel_breakdowns(result, cases: Iterable, peaks: dict | None) -> list[dict]
     return out
 
 
+def device_times(result, cases: Iterable, peaks: dict, repeat: int = KERNEL_REPEAT) -> None:
+    """Each passing facerun GPU row of KERNEL_PATHS: its program's device time (`device_ms`: the dispatches alone,
+    gpu/tune.subset_seconds) and the time its work takes at the device's peaks over that (`device_of_limit`). A
+    row's median also holds the upload of its input and the read-back of its outputs, which at large batches of
+    float32 images take more than the dispatches."""
+    from ..errors import FacerunError
+    from ..gpu import tune
+
+    rows = {r.key(): r for r in result.rows}
+    for size, case in cases:
+        for name in KERNEL_PATHS:
+            batch = case.settings.batch if MODEL_PATHS[name].batch else 1
+            row = rows.get((case.net.label, size, name, batch))
+            if row is None or row.skipped or row.ok is False:
+                continue
+            try:
+                found = kernel_program(case, name)
+                if found is None:
+                    continue
+                net, prog = found
+                gp = net.gpu.model.compile(prog)
+                seconds = tune.subset_seconds(gp, [True] * len(gp.dispatches), repeat)
+            except FacerunError:
+                continue
+            if seconds > 0:
+                row.device_ms = seconds * 1e3
+                if row.macs is not None and row.bytes_per_run is not None:
+                    row.device_of_limit = limit_seconds(2 * row.macs * row.batch, row.bytes_per_run, peaks) / seconds
+
+
 def finish(result, settings, cases: Iterable) -> None:
     """After the rows: the probe's peaks in result.device["peaks"] (when a row ran on the GPU), every row's
     achieved figures and fractions, and with settings.by_kernel the kernel families of the GPU rows. `cases`:
@@ -238,5 +281,7 @@ def finish(result, settings, cases: Iterable) -> None:
         result.device["peaks"] = device_peaks(result.device, settings.reprobe)
         peaks = None if "error" in result.device["peaks"] else result.device["peaks"]
     annotate(result.rows, peaks)
+    if peaks:
+        device_times(result, cases, peaks)
     if settings.by_kernel:
         result.kernels = kernel_breakdowns(result, cases, peaks)

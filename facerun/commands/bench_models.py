@@ -202,7 +202,9 @@ def _speed_cell(r: bench.Row) -> str:
 
 ROOFLINE_LEGEND = ("roofline: FLOP = 2 x the program's MACs (a convolution as direct, Winograd too), bytes = every "
                    "step's inputs read and output written once plus its weights, float32; fractions of the probe's "
-                   "fp32 fma and copy peaks on GPU rows only (no CPU peak is measured)")
+                   "fp32 fma and copy peaks on GPU rows only (no CPU peak is measured); device ms: facerun's program "
+                   "alone on the GPU (its dispatches, no upload or read-back), and the time its work takes at the "
+                   "peaks as a fraction of that")
 PARITY_LEGEND = ("parity: detectors by max abs diff ÷ each output's range (at least 0.01), held to the tolerance; "
                  "embedders by cosine, held to the least allowed")
 
@@ -232,7 +234,7 @@ def print_result(result: bench.BenchResult, roofline: bool = False) -> None:
     t = Table(header_style="bold", box=box.SIMPLE_HEAD)
     columns = ["model", "size", "path", "batch", "median ms", "p10", "p90", "ms/face", "speed (ms/face)"]
     if roofline:
-        columns += ["TFLOP/s", "GB/s", "of peaks"]
+        columns += ["TFLOP/s", "GB/s", "of peaks", "device ms"]
     for col in (*columns, "parity vs cpu", "note"):
         t.add_column(col, justify="left" if col in ("model", "size", "path", "parity vs cpu", "note") else "right")
     for r in result.rows:
@@ -245,7 +247,7 @@ def print_result(result: bench.BenchResult, roofline: bool = False) -> None:
         cells = [r.model, r.size, r.path, str(r.batch), ms(r.median_ms), ms(r.p10_ms), ms(r.p90_ms),
                  ms(r.per_face_ms), _speed_cell(r)]
         if roofline:
-            cells += [rate(r.tflops), rate(r.gbps), roof.roofline_cell(r)]
+            cells += [rate(r.tflops), rate(r.gbps), roof.roofline_cell(r), roof.device_cell(r)]
         t.add_row(*cells, _parity_cell(r), note)
     print_table(t)
     out.print(PARITY_LEGEND, markup=False)

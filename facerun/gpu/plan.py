@@ -417,6 +417,10 @@ def plan_winograd(s: ConvShape, limits: Limits, force_splits: int | None = None,
 SEPARABLE_THREADS = 256  # a workgroup's tile with its one-position border: one position a thread
 SEPARABLE_TILES = ((6, 30), (14, 14))  # output rows x columns whose bordered tile is 8 x 32 or 16 x 16
 SEPARABLE_MAX_QUADS = 4  # channel quads (vec4) a workgroup makes: the bordered tile's 1x1 outputs for 16 channels
+# Past one channel block, each block reads the 1x1's input again and its bordered tile makes 1.31x the 1x1's outputs:
+# there the tiled 1x1 and the depthwise kernel apart measured faster once the 1x1 is larger than 16 -> 32 channels
+# (docs/bench/h200-2026-12-06: YuNet's layers timed one by one)
+SEPARABLE_MAX_PRODUCTS = 16 * 32  # input x output channels of a 1x1 fused across several channel blocks
 
 
 @dataclass(frozen=True)
@@ -442,9 +446,10 @@ class SeparablePlan:
 
 def plan_separable(pw: ConvShape, dw: ConvShape, limits: Limits = Limits()) -> SeparablePlan | None:
     """The fused plan of a 1x1 convolution `pw` whose output only the depthwise 3x3 `dw` reads, or None when the two
-    are not such a pair (stride 1, zero padding of 1, one input channel per output) or the device's workgroups
-    cannot hold the tile. The tile: of the two shapes, the one that computes the fewer bordered positions over the
-    output (8 x 32 on a tie: whole rows of 32 read and written together)."""
+    are not such a pair (stride 1, zero padding of 1, one input channel per output), the device's workgroups
+    cannot hold the tile, or the 1x1 is too large to gain (SEPARABLE_MAX_PRODUCTS). The tile: of the two shapes,
+    the one that computes the fewer bordered positions over the output (8 x 32 on a tie: whole rows of 32 read and
+    written together)."""
     if not pw.pointwise or pw.groups != 1 or pw.dilation != (1, 1):
         return None
     if (dw.kernel, dw.stride, dw.dilation, dw.pads) != ((3, 3), (1, 1), (1, 1), (1, 1, 1, 1)):
@@ -453,6 +458,8 @@ def plan_separable(pw: ConvShape, dw: ConvShape, limits: Limits = Limits()) -> S
         return None
     quads = 1 if pw.cout <= 4 else 2 if pw.cout <= 8 else SEPARABLE_MAX_QUADS
     if limits.max_invocations < SEPARABLE_THREADS:
+        return None
+    if pw.cout > 4 * SEPARABLE_MAX_QUADS and pw.cin * pw.cout > SEPARABLE_MAX_PRODUCTS:
         return None
     while quads > 1 and limits.max_workgroup_storage < SEPARABLE_THREADS * quads * 16:
         quads //= 2
