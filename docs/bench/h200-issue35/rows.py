@@ -31,6 +31,8 @@ for r in data["rows"]:
             extra = f" {r['tflops']:.2f} TFLOP/s {r.get('gbps') or 0:.0f} GB/s"
             if r.get("of_fma_peak") is not None:
                 extra += f" ({100 * r['of_fma_peak']:.0f}% fma, {100 * (r.get('of_bandwidth_peak') or 0):.0f}% bw)"
+        if r.get("device_ms") is not None:  # rows of later trees: the program alone on the device
+            extra += f" | device {r['device_ms']:.3f} ms ({100 * (r.get('device_of_limit') or 0):.1f}% of limit)"
         print(f"{label:>16} {r.get('model', ''):>14} {r.get('size', ''):>9} {r['path']:>22} b{r.get('batch', 1):<3}"
               f" {r.get('median_ms', float('nan')):8.3f} ms (p10 {r.get('p10_ms') or 0:.3f} p90 {r.get('p90_ms') or 0:.3f})"
               f" ok {r.get('ok')}{extra}")
