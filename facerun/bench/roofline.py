@@ -240,9 +240,9 @@ def kernel_breakdowns(result, cases: Iterable, peaks: dict | None) -> list[dict]
     return out
 
 
-def device_times(result, cases: Iterable, peaks: dict, repeat: int = KERNEL_REPEAT) -> None:
+def device_times(result, cases: Iterable, peaks: dict) -> None:
     """Each passing facerun GPU row of KERNEL_PATHS: its program's device time (`device_ms`: the dispatches alone,
-    gpu/tune.subset_seconds) and the time its work takes at the device's peaks over that (`device_of_limit`). A
+    gpu/tune.device_seconds) and the time its work takes at the device's peaks over that (`device_of_limit`). A
     row's median also holds the upload of its input and the read-back of its outputs, which at large batches of
     float32 images take more than the dispatches."""
     from ..errors import FacerunError
@@ -260,8 +260,7 @@ def device_times(result, cases: Iterable, peaks: dict, repeat: int = KERNEL_REPE
                 if found is None:
                     continue
                 net, prog = found
-                gp = net.gpu.model.compile(prog)
-                seconds = tune.subset_seconds(gp, [True] * len(gp.dispatches), repeat)
+                seconds = tune.device_seconds(net.gpu.model.compile(prog))
             except FacerunError:
                 continue
             if seconds > 0:

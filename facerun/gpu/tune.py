@@ -11,6 +11,8 @@ Everything goes through GpuModel.compile and GpuProgram's public measuring calls
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 import sys
 import time
 
@@ -48,6 +50,21 @@ def family_of(d) -> str:
         return plan.kernel if plan.kernel == "gemv" else "tiled 1x1"
     stem = d.kernel.stem
     return "elementwise" if stem in ("unary", "binary") else stem
+
+
+DEVICE_TARGET_S = 0.03  # device work in a timing's longer submission: well past the jitter of a submission's own cost
+
+
+def device_seconds(gp: GpuProgram, rounds: int = 3) -> float:
+    """gpu_seconds with the repeat count sized to the program (about DEVICE_TARGET_S of passes in the longer
+    submission, so the jitter of a submission's fixed cost, a tenth of a millisecond or more, stays a few percent of
+    what is measured), the median of `rounds` such timings; a program long enough to be timed so with 4 passes is
+    timed once."""
+    est = gpu_seconds(gp, 4)
+    if est * 4 >= DEVICE_TARGET_S:
+        return est
+    repeat = min(400, max(4, math.ceil(DEVICE_TARGET_S / max(est, 1e-6))))
+    return statistics.median(gpu_seconds(gp, repeat) for _ in range(rounds))
 
 
 def subset_seconds(gp: GpuProgram, keep: list[bool], repeat: int) -> float:
