@@ -95,7 +95,10 @@ def test_device_time_sizes_its_passes_past_the_jitter():
         # 4 passes alone would be 0.8 ms against 0.6 ms of jitter; sized to 30 ms of passes it is within a few percent
         assert tune.device_seconds(gp) == pytest.approx(2e-4, rel=0.05)
         assert max(gp.passes) - 2 >= 0.5 * tune.DEVICE_TARGET_S / 2e-4  # sized from a jittered estimate
-    # a long program is timed once, with 4 passes
-    slow = _Jittery()
-    slow.time_passes = lambda repeat: 5e-4 + 0.05 * repeat
-    assert tune.device_seconds(slow) == pytest.approx(0.05)
+    # a long program is timed with few passes: 4 (a pass of 10 ms), or 3 against 1 (one of 50 ms)
+    for per_pass, most in ((0.01, 6), (0.05, 3)):
+        slow = _Jittery()
+        slow.time_passes = lambda repeat, slow=slow, per_pass=per_pass: (slow.passes.append(repeat)
+                                                                         or 5e-4 + per_pass * repeat)
+        assert tune.device_seconds(slow) == pytest.approx(per_pass)
+        assert max(slow.passes) == most
