@@ -157,3 +157,21 @@ def test_a_masked_fused_pass_zeroes_the_1x1_past_the_photo(gpu):
     # without the mask the 1x1's bias past the photo reaches the photo's last row and column
     unmasked = gp.run({"input": padded})[name][:, :, :32, :32]
     assert not close(unmasked, want)[0]
+
+
+def test_a_fused_variant_not_checked_yet_is_checked_with_the_whole_program(gpu):
+    """A program of the 1x1 alone would not run the fused kernel: a variant of it still unchecked is checked by the
+    whole program against the CPU, not passed on a layer that never ran it."""
+    import facerun
+
+    net = facerun.load("yunet-2023mar", device="gpu")
+    prog = net.program((1, 3, 96, 128))
+    net.run(np.zeros(prog.input_shape, np.float32))  # the model's own check
+    checked = net.gpu
+    fused = {d.kernel.key for d in checked.model.compile(prog).dispatches if d.also}
+    assert fused and fused <= checked.verified
+    checked.verified -= fused
+    ran, real = [], checked.cpu_run
+    checked.cpu_run = lambda p, feeds: ran.append(len(p.steps)) or real(p, feeds)
+    checked.check_variants(prog)
+    assert fused <= checked.verified and len(prog.steps) in ran

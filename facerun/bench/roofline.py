@@ -214,13 +214,12 @@ def by_kernel(gp, prog: P.Program, peaks: dict | None, repeat: int = KERNEL_REPE
     return {"dispatches": len(families), "pass_ms": whole * 1e3, "families": out, "folded_steps": len(folded)}
 
 
-def kernel_breakdowns(result, cases: Iterable, peaks: dict | None) -> list[dict]:
-    """One breakdown per GPU row of KERNEL_PATHS that ran on the GPU and passed: {model, size, path, batch,
-    run_ms (the row's median), ...by_kernel}. `cases`: (size as the rows write it, bench._Case)."""
+def _kernel_rows(result, cases: Iterable):
+    """(row, path name, found) for each passing GPU row of KERNEL_PATHS whose program runs as one on a GpuModel:
+    found is (compiled program, program), or the FacerunError that making it raised."""
     from ..errors import FacerunError
 
     rows = {r.key(): r for r in result.rows}
-    out = []
     for size, case in cases:
         for name in KERNEL_PATHS:
             batch = case.settings.batch if MODEL_PATHS[name].batch else 1
@@ -235,11 +234,26 @@ def kernel_breakdowns(result, cases: Iterable, peaks: dict | None) -> list[dict]
                 model = getattr(net.gpu, "model", None)  # a runner of another kind (a test's stand-in): none
                 if model is None:
                     continue
-                entry = by_kernel(model.compile(prog), prog, peaks)
+                yield row, name, (model.compile(prog), prog)
             except FacerunError as e:
-                entry = {"error": str(e)}
-            out.append({"model": row.model, "size": row.size, "path": name, "batch": batch,
-                        "run_ms": row.median_ms, **entry})
+                yield row, name, e
+
+
+def kernel_breakdowns(result, cases: Iterable, peaks: dict | None) -> list[dict]:
+    """One breakdown per GPU row of KERNEL_PATHS that ran on the GPU and passed: {model, size, path, batch,
+    run_ms (the row's median), ...by_kernel}. `cases`: (size as the rows write it, bench._Case)."""
+    from ..errors import FacerunError
+
+    out = []
+    for row, name, found in _kernel_rows(result, cases):
+        try:
+            if isinstance(found, FacerunError):
+                raise found
+            entry = by_kernel(*found, peaks)
+        except FacerunError as e:
+            entry = {"error": str(e)}
+        out.append({"model": row.model, "size": row.size, "path": name, "batch": row.batch, "run_ms": row.median_ms,
+                    **entry})
     return out
 
 
@@ -251,28 +265,17 @@ def device_times(result, cases: Iterable, peaks: dict) -> None:
     from ..errors import FacerunError
     from ..gpu import tune
 
-    rows = {r.key(): r for r in result.rows}
-    for size, case in cases:
-        for name in KERNEL_PATHS:
-            batch = case.settings.batch if MODEL_PATHS[name].batch else 1
-            row = rows.get((case.net.label, size, name, batch))
-            if row is None or row.skipped or row.ok is False:
-                continue
-            try:
-                found = kernel_program(case, name)
-                if found is None:
-                    continue
-                net, prog = found
-                model = getattr(net.gpu, "model", None)  # a runner of another kind (a test's stand-in): no timing
-                if model is None:
-                    continue
-                seconds = tune.device_seconds(model.compile(prog))
-            except FacerunError:
-                continue
-            if seconds > 0:
-                row.device_ms = seconds * 1e3
-                if row.macs is not None and row.bytes_per_run is not None:
-                    row.device_of_limit = limit_seconds(2 * row.macs * row.batch, row.bytes_per_run, peaks) / seconds
+    for row, _, found in _kernel_rows(result, cases):
+        if isinstance(found, FacerunError):
+            continue
+        try:
+            seconds = tune.device_seconds(found[0])
+        except FacerunError:
+            continue
+        if seconds > 0:
+            row.device_ms = seconds * 1e3
+            if row.macs is not None and row.bytes_per_run is not None:
+                row.device_of_limit = limit_seconds(2 * row.macs * row.batch, row.bytes_per_run, peaks) / seconds
 
 
 def finish(result, settings, cases: Iterable) -> None:

@@ -299,7 +299,9 @@ class CheckedGpu:
 
     def _layers_using(self, prog: P.Program, keys: set[str]) -> list[tuple] | None:
         """The first step using each kernel variant in `keys`, or None when one is outside the convolutions and
-        fully connected layers (the other kernels do not depend on shapes), so the program is checked whole."""
+        fully connected layers (the other kernels do not depend on shapes) or does another step's work too (a 1x1's
+        pass making its depthwise: a program of the layer alone would not run it), so the program is checked
+        whole."""
         gp = self.model.compile(prog)
         first_step: dict[str, P.Step] = {}
         for st in prog.steps:
@@ -308,7 +310,7 @@ class CheckedGpu:
         for d in gp.dispatches:
             if d.kernel.key in keys and d.kernel.key not in layers:
                 st = first_step.get(d.node)
-                if not isinstance(st, (P.Conv, P.Gemm)):
+                if not isinstance(st, (P.Conv, P.Gemm)) or d.also:
                     return None
                 layers[d.kernel.key] = st
         return list(layers.values())

@@ -61,7 +61,7 @@ class Dispatch:
     out: tuple  # ("slot", i)
     groups: tuple[int, int]
     node: str = ""
-    plan: ConvPlan | GemmPlan | None = None  # convolutions and fully connected layers: the plan it runs
+    plan: ConvPlan | GemmPlan | SeparablePlan | None = None  # convolutions and fully connected layers: their plan
     mask: tuple[int, int] | None = None  # a convolution's output writer: (rows, columns) its mask fields cover
     also: tuple[str, ...] = ()  # the nodes of steps folded into this dispatch that do work of their own (a depthwise)
 
@@ -216,9 +216,11 @@ class _Lowering:
             return self._const(role, make())
         return self._derived(role, sources, extra, lambda: np.asarray(make()))
 
-    def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None, mask=None) -> None:
+    def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None, mask=None,
+             also: tuple[str, ...] = ()) -> None:
         """mask: (oh, ow, position stride) of a convolution's output that this dispatch writes through `finish`: its
-        mask fields describe that layout, so a run may mask the output past a photo's rows and columns."""
+        mask fields describe that layout, so a run may mask the output past a photo's rows and columns. also: the
+        nodes of other steps whose work this dispatch does (Dispatch.also)."""
         if mask is not None:
             oh, ow, stride = mask
             values = dict(values, mask_p=stride, mask_ohw=oh * ow, mask_ow=ow)
@@ -226,7 +228,7 @@ class _Lowering:
         params = kernel.layout.pack_dict(values)
         reads = list(reads) + [None] * (len(K.READ_BINDINGS) - len(reads))
         self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan,
-                                            mask))
+                                            mask, also))
         kernels = self.out.kernels
         kernels[kernel.stem] = kernels.get(kernel.stem, 0) + 1
 
@@ -458,8 +460,8 @@ class _Lowering:
         reads = [self._read(pw.x), pw_buf, self._epilogue(dw.bias, act, s.cout), res, dw_buf]
         self.out.conv_plans.append((pw.node, plan.describe()))
         self.out.conv_plans.append((dw.node, f"in {pw.node}'s pass"))
-        self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan, (s.oh, s.ow, layout["out_p"]))
-        self.out.dispatches[-1].also = (dw.node,)
+        self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan, (s.oh, s.ow, layout["out_p"]),
+                  also=(dw.node,))
 
     def _epilogue(self, bias, act, cout: int):
         """The buffer of a convolution's bias and PReLU slopes."""
