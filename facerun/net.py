@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import agree, counters, cpu, phases
+from . import agree, counters, cpu, phases, settings
 from .errors import InputError, ModelError
 from .lru import InFlight, LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
@@ -279,7 +279,7 @@ class Net:
         if submit is not None and layout is not None and bucket is not None and self._runner.masks_photos():
             prog = self.program(tuple(bucket))
             items = [(rgb, None if tuple(s) == tuple(bucket) else tuple(s[2:])) for rgb, s in zip(rgbs, shapes)]
-            result = submit(prog, items, layout)
+            result = submit(prog, items, layout, batch_prog=self.photos_program(bucket, len(items)))
             if result is not None:
                 def done() -> list:
                     outs = result()
@@ -290,6 +290,19 @@ class Net:
                 return done
         outs = [self.run_photo(r, s, bucket=bucket) for r, s in zip(rgbs, shapes)]
         return lambda: outs
+
+    def photos_program(self, bucket, count: int) -> Program | None:
+        """The program running a batch of `count` photos of `bucket` (1 x 3 x H x W) in one pass, each masked to its
+        own size: the bucket's batch program of FACERUN_PHOTO_BATCH items (a shorter batch padded: one program a
+        bucket), or None: the photos run once each (FACERUN_PHOTO_ITEMS=off, a batch of one, a graph that mixes
+        its items)."""
+        items = max(settings.get("FACERUN_PHOTO_BATCH"), count)
+        if items < 2 or not settings.get("FACERUN_PHOTO_ITEMS"):
+            return None
+        try:
+            return self.batch_program((items,) + tuple(bucket)[1:])
+        except (InputError, ModelError):
+            return None
 
     @property
     def takes_photos(self) -> bool:
@@ -313,6 +326,10 @@ class Net:
         try:
             prog = self.program((self.photo_bucket(shape) if photo else None) or shape)
             self._runner.prepare(prog)
+            if photo and self.photo_bucket(shape) is not None:
+                batch = self.photos_program(prog.input_shape, 1)  # the bucket's batches run in it
+                if batch is not None:
+                    self._runner.prepare(batch)
         except FacerunError:
             pass
 

@@ -1,6 +1,7 @@
-"""Photos of one bucket in one GPU submission (gpu/batch.py): each photo's outputs equal its own run's bit for bit,
-two batches in flight at once read back right, and the library's detect keeps input order with a photo of another
-bucket in between."""
+"""Photos of one bucket in one GPU submission (gpu/batch.py), run in the bucket's program of N items (one pass, each
+item masked to its own photo size) or once a photo (FACERUN_PHOTO_ITEMS=off): each photo's outputs equal its own
+run's (bit for bit once a photo), two batches in flight at once read back right, a short batch is padded, and the
+library's detect keeps input order with a photo of another bucket in between."""
 
 from __future__ import annotations
 
@@ -38,25 +39,66 @@ def _outputs_alone(det, rgb):
     return det.run_network(det.prepare(rgb)).outputs
 
 
-def test_a_batch_equals_each_photos_own_run(detector):
+def _same(got: np.ndarray, want: np.ndarray, items: bool) -> bool:
+    """Once a photo the very bits; in a batch program within float rounding (its kernels may sum in another order)."""
+    return np.allclose(got, want, rtol=1e-5, atol=1e-4) if items else np.array_equal(got, want)
+
+
+def _item_batches() -> int:
+    return counters.snapshot().get("gpu_photo_item_batches", 0)
+
+
+@pytest.mark.parametrize("items", ["off", "on"])
+def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items):
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
     crops = _crops(0, SAME_BUCKET)
     prepared = [detector.prepare(c) for c in crops]
     assert len({p.bucket for p in prepared}) == 1 and prepared[0].bucket == (1, 3, 384, 512)
     assert len({p.shape for p in prepared}) == len(crops)  # each masked to its own size
+    before = _item_batches()
     batched = detector.submit_networks(prepared)()
+    assert _item_batches() - before == (1 if items == "on" else 0)
     for p, c in zip(batched, crops):
         alone = _outputs_alone(detector, c)
         assert alone.keys() == p.outputs.keys()
         for k in alone:
             assert p.outputs[k].shape == alone[k].shape
-            assert np.array_equal(p.outputs[k], alone[k]), k
+            assert _same(p.outputs[k], alone[k], items == "on"), k
     photos = detector.net.runner.photos
-    assert photos.batches_agree is True  # the first batch was also checked photo by photo
-    gp = photos.model.compile(detector.net.program((1, 3, 384, 512)))
-    assert gp.photo._batch is not None and len(gp.photo._batch.store_at) == len(crops)
+    if items == "on":  # the first batch was also checked photo by photo
+        assert photos.items_agree is True
+        batch = photos.model.compile(detector.net.batch_program((4, 3, 384, 512)))
+        assert batch.photo._items_batch is not None
+    else:
+        assert photos.batches_agree is True
+        gp = photos.model.compile(detector.net.program((1, 3, 384, 512)))
+        assert gp.photo._batch is not None and len(gp.photo._batch.store_at) == len(crops)
 
 
-def test_two_batches_in_flight(detector):
+def test_a_short_batch_is_padded_and_each_item_masked_to_its_own_photo(detector, monkeypatch):
+    """Three photos of three sizes in the bucket's program of 8 items: the five items past them are zeros, and
+    each photo's faces and outputs are those of its own run (a mask mixed up between items would move them)."""
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "8")
+    crops = _crops(1, SAME_BUCKET[1:])
+    prepared = [detector.prepare(c) for c in crops]
+    before = _item_batches()
+    batched = detector.submit_networks(prepared)()
+    assert _item_batches() - before == 1
+    assert detector.net.batch_program((8, 3, 384, 512)).input_shape[0] == 8
+    found = 0
+    for p, c in zip(batched, crops):
+        alone = detector.run_network(detector.prepare(c))
+        for k in alone.outputs:
+            assert _same(p.outputs[k], alone.outputs[k], True), k
+        faces = [np.round(f.box, 3).tolist() for f in detector.faces_from(p)]
+        assert faces == [np.round(f.box, 3).tolist() for f in detector.faces_from(alone)]
+        found += len(faces)
+    assert found > 0
+
+
+@pytest.mark.parametrize("items", ["off", "on"])
+def test_two_batches_in_flight(detector, monkeypatch, items):
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
     first = [detector.prepare(c) for c in _crops(2, SAME_BUCKET[:2])]
     second = [detector.prepare(c) for c in _crops(3, SAME_BUCKET[2:])]
     want = [_outputs_alone(detector, p.image[:, :, :3].copy()) for p in first + second]
@@ -66,7 +108,7 @@ def test_two_batches_in_flight(detector):
     got = got[2:] + got[:2]
     for p, w in zip(got, want):
         for k in w:
-            assert np.array_equal(p.outputs[k], w[k]), k
+            assert _same(p.outputs[k], w[k], items == "on"), k
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +126,19 @@ def mixed_buckets(detector, tmp_path_factory):
     return paths, list(iter_photo_faces_serial(paths, detector))
 
 
-@pytest.mark.parametrize("batch", [8, 1])
-def test_library_detect_keeps_input_order_with_another_bucket_between(detector, mixed_buckets, monkeypatch, batch):
+@pytest.mark.parametrize("batch, items", [(8, "on"), (8, "off"), (1, "on")])
+def test_library_detect_keeps_input_order_with_another_bucket_between(detector, mixed_buckets, monkeypatch, batch,
+                                                                      items):
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", str(batch))  # 1, the default: each photo on its own, as before
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
     paths, serial = mixed_buckets
-    before = counters.snapshot().get("gpu_photo_batches", 0)
+    before = counters.snapshot().get("gpu_photo_batches", 0), _item_batches()
     piped = list(iter_photo_faces(paths, detector, workers=2))
-    batches = counters.snapshot().get("gpu_photo_batches", 0) - before
-    assert batches > 0 if batch > 1 else batches == 0  # photos of one bucket did run batched, or none did
+    runs, passes = counters.snapshot().get("gpu_photo_batches", 0) - before[0], _item_batches() - before[1]
+    if batch == 1:
+        assert runs == passes == 0  # each photo on its own
+    else:  # photos of one bucket did run batched, in a batch program or once a photo
+        assert (passes > 0 and runs == 0) if items == "on" else (runs > 0 and passes == 0)
     assert [r.path for r in piped] == paths
     for a, b in zip(serial, piped):
         assert (a.width, a.height) == (b.width, b.height)

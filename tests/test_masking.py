@@ -94,7 +94,8 @@ def test_every_convolution_output_writer_carries_its_mask_and_winograds_products
     convs = [pairs.get(id(st), st) for st in prog.steps if isinstance(st, P.Conv) and id(st) not in folded]
     masked = [d for d in low.dispatches if d.mask is not None]
     assert len(masked) == len(convs)  # one writer each (a split's reduce, Winograd's output transform)
-    assert [d.mask for d in masked] == [prog.values[st.out].shape[2:] for st in convs]
+    assert [d.mask[:2] for d in masked] == [prog.values[st.out].shape[2:] for st in convs]
+    assert [d.mask[2] for d in masked] == [int(np.prod(prog.values[st.out].shape[1:])) for st in convs]
     assert sum(d.kernel.stem == "separable" for d in masked) == len(pairs) == (15 if separable else 0)
     assert all(d.kernel.file != "winograd.wgsl" or d.kernel.entry == "output" for d in masked)
     # the photo's region of each output: its rows and columns over the output's factor

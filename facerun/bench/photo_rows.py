@@ -47,6 +47,9 @@ class PhotoRow:
     gpu_programs_compiled: int = 0
     pipelines_created: int = 0
     programs_evicted: int = 0
+    # GPU submissions of several photos: in a batch program (one pass, each item masked to its photo), or once a photo
+    photo_item_batches: int = 0
+    photo_run_batches: int = 0
     workers: int = 0
     processes: int = 1
     device: str = ""
@@ -134,6 +137,8 @@ def _fill(row: PhotoRow, stats, paid: dict) -> float:
     row.gpu_programs_compiled = paid.get("gpu_programs_compiled", 0)
     row.pipelines_created = paid.get("pipelines_created", 0)
     row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
+    row.photo_item_batches = paid.get("gpu_photo_item_batches", 0)
+    row.photo_run_batches = paid.get("gpu_photo_batches", 0)
     row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
     clock = getattr(stats, "clock", None)
     if clock is not None and clock.busy_ns:

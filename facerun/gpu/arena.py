@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 
 from .. import counters
+from .kernels import PHOTO_ITEMS
 
 GROWTH = 1.25  # a buffer that must grow takes this much headroom, so sizes creeping upwards do not regrow it each time
 
@@ -31,6 +32,7 @@ class Arena:
         self.staging = None
         self.generation = 0  # bumped when a buffer is replaced: bind groups and recorded commands made before are stale
         self.owner = None  # what the uniform buffer's parameters are: a program, or (program, photo size) when masked
+        self.photos = None  # a batch's items' photo sizes (rows, columns), for per-item masks (epilogue.wgsl)
         self._groups: dict[tuple, object] = {}
 
     @property
@@ -68,6 +70,9 @@ class Arena:
             else:
                 self.buffers[i] = buf
                 grown = True
+        if self.photos is None:
+            self.photos = dev.create_buffer(label="facerun batch photo sizes", size=8 * PHOTO_ITEMS,
+                                            usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
         size = bigger(max(16, uniform_bytes), self.uniform)
         if size is not None:
             grown = grown or self.uniform is not None

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import counters
+from .. import counters, phases
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
 from . import pace, readback
-from .photo import _buffers
+from .photo import ITEMS, _buffers
 from .plan import flat_grid
 
 SETS = 2  # submissions in flight per program: the GPU runs one while the host fills the other
@@ -146,15 +146,17 @@ class PhotoBatch:
                 upload, staging = s["upload"], s["staging"]
                 bufs = _buffers(gp.arena, max(n for n, _, _, _ in layout))
                 group = gp.photo.layout_group(bufs, slot)
-                queue, enc = gp.dev.queue, gp.dev.device.create_command_encoder(label="facerun photo batch")
-                first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
-                for i, ((nbytes, data, params, photo), off) in enumerate(zip(layout, offsets)):
-                    whole = data.size - data.size % 4
-                    if whole:
-                        queue.write_buffer(upload, off, data[:whole])
-                    if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
-                        queue.write_buffer(upload, off + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+                queue = gp.dev.queue
+                clock = phases.current()
+                t = phases.perf_counter_ns() if clock else 0
+                for (nbytes, data, params, _), off in zip(layout, offsets):
+                    _write(queue, upload, off, data)
                     queue.write_buffer(upload, off + _up(nbytes), params)
+                if clock:
+                    t = clock.lap(phases.UPLOAD, t)
+                enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
+                first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
+                for i, ((nbytes, _, params, photo), off) in enumerate(zip(layout, offsets)):
                     enc.copy_buffer_to_buffer(upload, off, bufs.image, 0, nbytes)
                     enc.copy_buffer_to_buffer(upload, off + _up(nbytes), bufs.params, 0, _up(len(params), 4))
                     at_params = self._param_offset(photo)  # may make the store: before naming it
@@ -162,6 +164,8 @@ class PhotoBatch:
                     gp.encode_pass(enc, first=first)
                     gp.copy_outputs(enc, staging, i * per_item)
                 commands = enc.finish()
+                if clock:
+                    t = clock.lap(phases.RECORD, t)
             except GpuError:
                 raise
             except Exception as e:
@@ -181,6 +185,8 @@ class PhotoBatch:
                 why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
                 D.mark_broken(why)
                 raise GpuError(why) from None
+            if clock:
+                clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_batches")
         pending = Pending(self, len(layout), staging, per_item, index)
         s["pending"] = pending
@@ -203,8 +209,153 @@ class PhotoBatch:
         pending._outputs = [gp._unpack(flat, i * pending.per_item) for i in range(pending.items)]
 
 
+def _write(queue, buffer, at: int, data: np.ndarray) -> None:
+    """A photo's bytes into `buffer` from byte `at` (write_buffer moves whole words: the last bytes padded to one)."""
+    whole = data.size - data.size % 4
+    if whole:
+        queue.write_buffer(buffer, at, data[:whole])
+    if whole != data.size:
+        queue.write_buffer(buffer, at + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+
+
 def batch_of(gp) -> PhotoBatch:
     """The batched photo runs of the compiled program `gp`, made at its first batch."""
     if gp.photo._batch is None:
         gp.photo._batch = PhotoBatch(gp)
     return gp.photo._batch
+
+
+class ItemsBatch:
+    """A batch program's photo runs (gp: a runner.GpuProgram of one N x 3 x H x W input, `net.batch_program`): up to
+    N photos of one bucket in one submission, laid out by one dispatch (shaders/images.wgsl) and run by one pass of
+    the program, each item masked to its own photo size (the sizes in the arena's `photos` buffer, the parameters
+    photo.PhotoInput.item_params). The pass is recorded once a batch, not once a photo, and the photos go up as
+    their bytes straight into the layout's buffer: the feeding thread's work a photo is its bytes and its share of
+    one pass. The outputs are each item's cut from the batch's (every output is batch first)."""
+
+    def __init__(self, gp):
+        self.gp = gp
+        (_, self.slot, v), = gp.inputs
+        if len(v.shape) != 4 or v.shape[1] != 3 or v.shape[0] > K.PHOTO_ITEMS:
+            raise GpuError(f"a batch of photos takes a program of an N x 3 x H x W input, not {list(v.shape)}")
+        self.items, _, self.ph, self.pw = v.shape
+        for name, vid, _, _ in gp.outputs:
+            shape = gp.prog.values[vid].shape
+            if not shape or shape[0] != self.items:
+                raise GpuError(f"output '{name}' of {list(shape)} is not {self.items} items first")
+        self.turn = 0
+        self.staging: list = [None] * SETS
+        self.pending: list = [None] * SETS
+
+    def submit(self, items: list, bgr: bool, align: int) -> Pending:
+        """Submit photos `items` [(rgb, photo)] (at most the program's N; the rest of the batch is zeros): rgb
+        h x w x 3 (or x 4) uint8 within `photo`, photo the padded (rows, columns) it is masked to (None: the whole
+        input). GpuError on a bad item or a device failure."""
+        gp, n, ph, pw = self.gp, self.items, self.ph, self.pw
+        if not 0 < len(items) <= n:
+            raise GpuError(f"a batch program of {n} items takes 1 to {n} photos, not {len(items)}")
+        header = np.zeros((n, 4), np.uint32)  # per item: rows, columns, bytes a pixel, first word (images.wgsl)
+        sizes = np.empty((n, 2), np.uint32)  # per item: the photo size it is masked to
+        sizes[:] = (ph, pw)
+        datas, at = [], _up(header.nbytes)
+        for k, (rgb, photo) in enumerate(items):
+            if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
+                    or rgb.shape[1] > pw):
+                raise GpuError(f"a batch takes images of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)}")
+            photo = self.gp.photo.checked(photo, align)
+            h, w, pixel = rgb.shape
+            if photo is not None:
+                if h > photo[0] or w > photo[1]:
+                    raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
+                sizes[k] = photo
+            data = np.ascontiguousarray(rgb).reshape(-1)
+            header[k] = (h, w, pixel, at // 4)
+            datas.append((at, data))
+            at += _up(data.size)
+        gx, gy, row = flat_grid(n * 3 * ph * pw, gp.dev.limits)
+        params = K.IMAGES.params().pack(total=n * 3 * ph * pw, row=row, ph=ph, pw=pw, bgr=int(bgr))
+        if D.broken_reason():
+            raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
+        with gp.lock, pace.turn():
+            clock = phases.current()
+            try:
+                gp.current(ITEMS)
+                t = phases.perf_counter_ns() if clock else 0
+                staging = self._staging()
+                bufs = _buffers(gp.arena, at)
+                queue = gp.dev.queue
+                # straight into the layout's buffer: the queue orders these writes after the batch before's pass
+                queue.write_buffer(bufs.image, 0, header)
+                for offset, data in datas:
+                    _write(queue, bufs.image, offset, data)
+                queue.write_buffer(bufs.params, 0, params)
+                queue.write_buffer(gp.arena.photos, 0, sizes)
+                if clock:
+                    t = clock.lap(phases.UPLOAD, t)
+                enc = gp.dev.device.create_command_encoder(label="facerun photo items")
+                gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy))
+                gp.copy_outputs(enc, staging, 0)
+                commands = enc.finish()
+                if clock:
+                    t = clock.lap(phases.RECORD, t)
+            except GpuError:
+                raise
+            except Exception as e:
+                raise GpuError(f"recording the GPU work failed: {type(e).__name__}: {e}") from None
+            seen = D.errors_seen()[0]
+            try:
+                if D.take_injected("submit"):
+                    raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
+                index = gp.replay.submit(queue, commands) if gp.replay is not None else queue.submit([commands])
+                if D.errors_seen()[0] != seen:
+                    raise RuntimeError(D.errors_seen()[1])
+            except Exception as e:
+                gp.arena.owner = None
+                why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
+                D.mark_broken(why)
+                raise GpuError(why) from None
+            if clock:
+                clock.lap(phases.SUBMIT, t)
+        counters.bump("gpu_photo_item_batches")
+        pending = Pending(self, len(items), staging, gp.staging_bytes, index)
+        self.pending[(self.turn - 1) % SETS] = pending
+        return pending
+
+    def _staging(self):
+        """The next read-back buffer, its last batch read first."""
+        k = self.turn
+        self.turn = (self.turn + 1) % SETS
+        left = self.pending[k]
+        if left is not None and not left.done:
+            self._collect(left)
+        self.pending[k] = None
+        if self.staging[k] is None or self.staging[k].size < self.gp.staging_bytes:
+            wgpu = _wgpu()
+            self.staging[k] = self.gp.dev.device.create_buffer(
+                label="facerun items read-back", size=_up(self.gp.staging_bytes),
+                usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        return self.staging[k]
+
+    def _collect(self, pending: Pending) -> None:
+        gp = self.gp
+        seen = D.errors_seen()[0]
+        try:
+            if D.take_injected("readback"):
+                raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
+            flat = readback.read(gp.dev.device, pending.staging, pending.index, pending.per_item)
+            if D.errors_seen()[0] != seen:
+                raise RuntimeError(D.errors_seen()[1])
+        except Exception as e:
+            why = f"the GPU failed reading a batch of photos back: {type(e).__name__}: {str(e).splitlines()[0]}"
+            D.mark_broken(why)
+            pending._error = GpuError(why)
+            return
+        whole = gp._unpack(flat, 0)
+        pending._outputs = [{name: v[k : k + 1] for name, v in whole.items()} for k in range(pending.items)]
+
+
+def items_of(gp) -> ItemsBatch:
+    """The batched photo runs of the compiled batch program `gp`, made at its first batch."""
+    if gp.photo._items_batch is None:
+        gp.photo._items_batch = ItemsBatch(gp)
+    return gp.photo._items_batch

@@ -29,7 +29,7 @@ from .. import agree, counters
 from .. import program as P
 from ..errors import FacerunError, GpuError, InputError, ModelError
 from ..runner import NO_WORKLOAD, PhotoLayout, Programs, Workload
-from .batch import batch_of
+from .batch import batch_of, items_of
 from .model import DoesNotFit, GpuModel, one_conv_program
 from .photo import PhotoChecks
 
@@ -348,13 +348,23 @@ class CheckedGpu:
             return None
         return self._guarded(prog, lambda: self.photos.run(prog, rgb, layout, photo))
 
-    def submit_photos(self, prog: P.Program, items: list, layout: PhotoLayout):
-        """`prog` (a bucket's program) on photos [(rgb, photo or None)] in one submission (photo.PhotoChecks.submit):
-        a function giving their outputs in order (None from it: the GPU was dropped at read-back), or None now: run
-        them one by one."""
+    def submit_photos(self, prog: P.Program, items: list, layout: PhotoLayout, batch_prog: P.Program | None = None):
+        """`prog` (a bucket's program) on photos [(rgb, photo or None)] in one submission: a function giving their
+        outputs in order (None from it: the GPU was dropped at read-back), or None now: run them one by one.
+        batch_prog: the bucket's program of N items, which runs them in one pass, each masked to its own photo
+        (photo.PhotoChecks.submit_items); without it, or where it cannot, `prog` runs once a photo in the one
+        submission (photo.PhotoChecks.submit)."""
         if not self.photos.takes(any(photo is not None for _, photo in items)):
             return None
-        submitted = self._guarded(prog, lambda: self.photos.submit(prog, items, layout, batch_of))
+        submitted = None
+        if batch_prog is not None and id(batch_prog) not in self.program_reasons:
+            same = lambda want, got: disagreement(want, got, self.tolerance)  # noqa: E731
+            submitted = self._guarded(batch_prog, lambda: self.photos.submit_items(prog, batch_prog, items, layout,
+                                                                                   items_of, same))
+            if self.reason is not None:
+                return None
+        if submitted is None:
+            submitted = self._guarded(prog, lambda: self.photos.submit(prog, items, layout, batch_of))
         if submitted is None:
             return None
 

@@ -473,7 +473,8 @@ def _make_device(adapter, row: dict) -> Device:
                has_f16="shader-f16" in dev.features)
     kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform,
              kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
-    kinds.update({b: wgpu.BufferBindingType.read_only_storage for b in kernels.READ_BINDINGS})
+    kinds.update({b: wgpu.BufferBindingType.read_only_storage
+                  for b in (*kernels.READ_BINDINGS, kernels.PHOTOS_BINDING)})
     entries = [{"binding": b, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kinds[b]}}
                for b in sorted(kinds)]
     d.layout = dev.create_bind_group_layout(label="facerun", entries=entries)

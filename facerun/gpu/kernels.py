@@ -2,8 +2,9 @@
 they share, their specialisation, and the packing of each kernel's parameters into its uniform struct.
 
 Every kernel shares one bind-group layout: binding 0 a uniform `Params`, 1-4 and 6 read-only storage buffers, 5 the
-read-write output. The op codes (activation, binary op, pool kind) are one table here: the host packs its numbers and
-each module is prepended with them as WGSL constants, so the two sides cannot drift. What the modules start with
+read-write output, 7 the batch items' photo sizes (read by the convolutions' epilogue alone). The op codes
+(activation, binary op, pool kind) are one table here: the host packs its numbers and each module is prepended with
+them as WGSL constants, so the two sides cannot drift. What the modules start with
 alike (bindings, the shared Params fields, the one-thread-per-value entry and its index guard) is written once here
 and asked for by directive lines. The `Params` struct of each module is parsed, so the host packs parameters by field
 name and a field missing on either side is an error at once rather than a silently shifted value.
@@ -23,6 +24,8 @@ from .plan import FLAT, ConvPlan, GemmPlan, Tile, WinogradPlan
 UNIFORM_BINDING = 0  # the dispatch's Params
 READ_BINDINGS = (1, 2, 3, 4, 6)  # the read-only storage bindings, in the order a dispatch lists its reads
 OUT_BINDING = 5  # the read-write output
+PHOTOS_BINDING = 7  # read-only: each batch item's photo size (rows, columns), for per-item masks (epilogue.wgsl)
+PHOTO_ITEMS = 64  # batch items the photo sizes buffer holds
 UNIFORM_SLOT = 256  # bytes per dispatch's parameters (and the uniform offset alignment every device accepts)
 
 
@@ -57,9 +60,10 @@ def constants() -> str:
 
 # Params fields several kernels share, by group (the epilogue's flags come before the activation's fields).
 FIELDS = {"activation": ("act: u32", "lo: f32", "hi: f32", "alpha: f32", "slope_at: u32")}
-# the mask: valid rows and columns of the output (0: no mask), set per run; the output's layout, set by the lowering
+# the mask: valid rows and columns of the output (0: no mask), set per run, or with mask_items (an item's output
+# elements) each batch item's own, its photo size over (vh, vw); the output's layout, set by the lowering
 FIELDS["epilogue"] = ("has_bias: u32", "has_res: u32", *FIELDS["activation"], "vh: u32", "vw: u32", "mask_p: u32",
-                      "mask_ohw: u32", "mask_ow: u32")
+                      "mask_ohw: u32", "mask_ow: u32", "mask_items: u32")
 
 
 def _bindings(arg: str) -> list[str]:
@@ -316,6 +320,7 @@ POOL = Kernel("pool.wgsl", trusted=True)
 GLOBAL_AVG = Kernel("gavg.wgsl", trusted=True)
 RESIZE = Kernel("resize.wgsl")
 IMAGE = Kernel("image.wgsl", trusted=True)  # a photo's bytes laid out as the input (GpuProgram.run_image)
+IMAGES = Kernel("images.wgsl", trusted=True)  # a batch of photos' bytes laid out as a batch program's input
 SOFTMAX = Kernel("softmax.wgsl")
 MATMUL = Kernel("matmul.wgsl")
 

@@ -62,7 +62,8 @@ class Dispatch:
     groups: tuple[int, int]
     node: str = ""
     plan: ConvPlan | GemmPlan | SeparablePlan | None = None  # convolutions and fully connected layers: their plan
-    mask: tuple[int, int] | None = None  # a convolution's output writer: (rows, columns) its mask fields cover
+    # a convolution's output writer: (rows, columns) its mask fields cover, and a batch item's output elements
+    mask: tuple[int, int, int] | None = None
     also: tuple[str, ...] = ()  # the nodes of steps folded into this dispatch that do work of their own (a depthwise)
 
 
@@ -218,13 +219,14 @@ class _Lowering:
 
     def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None, mask=None,
              also: tuple[str, ...] = ()) -> None:
-        """mask: (oh, ow, position stride) of a convolution's output that this dispatch writes through `finish`: its
-        mask fields describe that layout, so a run may mask the output past a photo's rows and columns. also: the
+        """mask: (oh, ow, position stride, channels) of a convolution's output that this dispatch writes through
+        `finish`: its mask fields describe that layout, so a run may mask the output past a photo's rows and columns
+        (each batch item's own, masking.item_params). also: the
         nodes of other steps whose work this dispatch does (Dispatch.also)."""
         if mask is not None:
-            oh, ow, stride = mask
+            oh, ow, stride, channels = mask
             values = dict(values, mask_p=stride, mask_ohw=oh * ow, mask_ow=ow)
-            mask = (oh, ow)
+            mask = (oh, ow, channels * oh * ow)
         params = kernel.layout.pack_dict(values)
         reads = list(reads) + [None] * (len(K.READ_BINDINGS) - len(reads))
         self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan,
@@ -460,7 +462,8 @@ class _Lowering:
         reads = [self._read(pw.x), pw_buf, self._epilogue(dw.bias, act, s.cout), res, dw_buf]
         self.out.conv_plans.append((pw.node, plan.describe()))
         self.out.conv_plans.append((dw.node, f"in {pw.node}'s pass"))
-        self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan, (s.oh, s.ow, layout["out_p"]),
+        self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan,
+                  (s.oh, s.ow, layout["out_p"], s.cout),
                   also=(dw.node,))
 
     def _epilogue(self, bias, act, cout: int):
@@ -501,7 +504,7 @@ class _Lowering:
         self.slots.give(planes)
         gx, gy, row = plan.output_grid
         self._add(back, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
-                  out, (gx, gy), plan, mask=(s.oh, s.ow, cout if nhwc else 1))
+                  out, (gx, gy), plan, mask=(s.oh, s.ow, cout if nhwc else 1, cout))
         self.slots.give(products)
 
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
@@ -527,7 +530,7 @@ class _Lowering:
         common = _epilogue_fields(act, bias, res_ref, cout)
         common.update(cin=s.cin, cg=s.cin // s.groups, cout=cout, h=s.h, w=s.w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh,
                       dw=dw, pt=s.pads[0], pl=s.pads[1], total=total, row=plan.grid[2], m=cout // s.groups, ow=ow)
-        mask = (oh, ow, layout["out_p"]) if final else None
+        mask = (oh, ow, layout["out_p"], cout) if final else None
         if plan.tile is None:  # direct or depthwise: the weights as the model has them
             p = common
             p.update(layout, oh=oh, splits=1, quads=plan.threads if plan.kernel == "depthwise" else 0)
@@ -567,7 +570,7 @@ def _epilogue_fields(act, bias, res_ref, cout: int) -> dict:
     """The Params fields of a convolution's epilogue (epilogue.wgsl `finish`): its flags and activation."""
     p = K.act_params(act, cout, cout if act is not None and act.kind == "prelu" else 0)
     p.update(has_bias=int(bias is not None), has_res=int(res_ref is not None), vh=0, vw=0, mask_p=0, mask_ohw=0,
-             mask_ow=0)
+             mask_ow=0, mask_items=0)
     return p
 
 

@@ -41,6 +41,8 @@ class _Buffers:
         self.generation = 0  # bumped when the bytes buffer is replaced: bind groups and commands over it are stale
 
 
+ITEMS = "items"  # GpuProgram.current's photo for a batch whose items are each masked to their own photo size
+
 _BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # arena -> _Buffers
 
 
@@ -78,11 +80,15 @@ class PhotoInput:
         # the convolutions' output writers: where their mask sizes go in the parameters, and what they write
         self._masks = [(i * slot + _field_offset(d.kernel, "vh"), d.mask)
                        for i, d in enumerate(gp.dispatches) if d.mask is not None]
+        self._items = [i * slot + _field_offset(d.kernel, "mask_items")
+                       for i, d in enumerate(gp.dispatches) if d.mask is not None]
+        self._item_params: bytes | None = None
         self._masked_params: dict[tuple[int, int], bytes] = {}
         self._maskable: dict[int, str | None] = {}
         self._ready = None  # (key, command buffer) recorded for the next photo while the GPU ran this one
         self._key = None
         self._batch = None  # batch.PhotoBatch, made at the first batch of photos (batch.batch_of)
+        self._items_batch = None  # batch.ItemsBatch of a batch program, made at its first batch (batch.items_of)
 
     @property
     def input_hw(self) -> tuple[int, int] | None:
@@ -101,13 +107,28 @@ class PhotoInput:
         blob = self._masked_params.get(photo)
         if blob is None:
             buf = bytearray(self.gp.params)
-            sizes = masking.mask_sizes([m for _, m in self._masks], self.input_hw, photo)
+            sizes = masking.mask_sizes([m[:2] for _, m in self._masks], self.input_hw, photo)
             for (at, _), (vh, vw) in zip(self._masks, sizes):
                 struct.pack_into("<II", buf, at, max(vh, 1), max(vw, 1))
             blob = self._masked_params[photo] = bytes(buf)
             if len(self._masked_params) > 64:  # a bucket takes few photo sizes; bound it all the same
                 self._masked_params.pop(next(iter(self._masked_params)))
         return blob
+
+    def item_params(self) -> bytes:
+        """The parameters with every convolution output masked to each batch item's own photo size (the sizes in the
+        arena's `photos` buffer): vh, vw hold the output's steps down from the input, mask_items an item's output
+        elements (epilogue.wgsl `mask_limits`). The same for every batch: written once."""
+        if self._item_params is None:
+            buf = bytearray(self.gp.params)
+            height, width = self.input_hw
+            for (at, (oh, ow, items)), items_at in zip(self._masks, self._items):
+                if height % oh or width % ow:  # masking.maskable admits whole steps only
+                    raise GpuError(f"an output of {oh}x{ow} is not a whole step down from {height}x{width}")
+                struct.pack_into("<II", buf, at, height // oh, width // ow)
+                struct.pack_into("<I", buf, items_at, items)
+            self._item_params = bytes(buf)
+        return self._item_params
 
     def checked(self, photo, align: int) -> tuple[int, int] | None:
         """A run's photo size, checked: a multiple of `align` within the input, on a program that masks exactly;
@@ -200,6 +221,9 @@ class PhotoInput:
                 read = bufs.image if b == K.READ_BINDINGS[0] else gp.dev.dummy
                 entries.append({"binding": b, "resource": {"buffer": read, "offset": 0, "size": read.size}})
             entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
+            dummy = gp.dev.dummy
+            entries.append({"binding": K.PHOTOS_BINDING,
+                            "resource": {"buffer": dummy, "offset": 0, "size": dummy.size}})
             return gp.dev.device.create_bind_group(layout=gp.dev.layout, entries=entries)
 
         return gp.arena.bind_group(key, make)
@@ -216,6 +240,8 @@ class PhotoChecks:
         self.image_layout: bool | None = None
         self.masks_agree: bool | None = None
         self.batches_agree: bool | None = None  # the first batch of photos gave each photo's own run's outputs
+        # the first batch in a batch program gave each photo's run in its bucket's program (within the tolerance)
+        self.items_agree: bool | None = None
 
     @property
     def masked(self) -> bool:
@@ -314,3 +340,41 @@ class PhotoChecks:
             return [o if photo is None else crop(o, hw, tuple(photo)) for o, (_, photo) in zip(outs, items)]
 
         return result
+
+    def submit_items(self, prog, batch_prog, items: list, layout: PhotoLayout, items_of, disagreement):
+        """Photos `items` [(rgb, photo)] of the bucket program `prog` through `batch_prog` (its program of N items,
+        net.batch_program) in one submission and one pass (batch.ItemsBatch), each item masked to its own photo: a
+        function giving each photo's outputs (cut to its photo) in order, or None: run them another way (the first
+        photo's layout check not done yet, batch programs found wrong, a program that does not mask). The first
+        such batch is also run photo by photo in `prog`: `disagreement(want, got)` (the model's tolerance: the batch
+        program's kernels may sum in another order) must find nothing, or batch programs are not used again.
+        items_of: a compiled batch program -> its batch.ItemsBatch."""
+        if self.image_layout is not True or self.items_agree is False or not self.masked:
+            return None
+        align, crop = self.layout.align, self.layout.crop
+        if self.masks_agree is False:
+            return None
+        gb = self.model.compile(batch_prog)
+        if gb.mask_reason(align) is not None or len(items) > batch_prog.input_shape[0]:
+            return None
+        pending = items_of(gb).submit(items, layout.bgr, align)
+        hw = tuple(prog.input_shape[2:])
+
+        def cut(outs) -> list:
+            return [o if photo is None else crop(o, hw, tuple(photo)) for o, (_, photo) in zip(outs, items)]
+
+        def result() -> list:
+            outs = cut(pending.result())
+            if self.items_agree is None:
+                gp = self.model.compile(prog)
+                singles = cut([gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align) for rgb, photo in items])
+                why = next((w for w in (disagreement(s, o) for s, o in zip(singles, outs)) if w is not None), None)
+                self.items_agree = why is None
+                if why is not None:
+                    log.warning("a batch program's photos differ from their own runs (%s); photos are not run in "
+                                "batch programs", why)
+                    outs = singles
+            return outs
+
+        return result
+

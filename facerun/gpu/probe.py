@@ -163,6 +163,8 @@ class _Bench:
             buf = src if b == K.READ_BINDINGS[0] else dev.dummy
             entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
         entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": out, "offset": 0, "size": out.size}})
+        entries.append({"binding": K.PHOTOS_BINDING, "resource": {"buffer": dev.dummy, "offset": 0,
+                                                                   "size": dev.dummy.size}})
         self.group = dev.device.create_bind_group(layout=dev.layout, entries=entries)
 
     def seconds(self, passes: int) -> float:

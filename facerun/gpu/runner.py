@@ -23,7 +23,7 @@ from . import pace, readback
 from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
-from .photo import PhotoInput
+from .photo import ITEMS, PhotoInput
 from .replay import Replay, native_calls
 
 
@@ -97,13 +97,16 @@ class GpuProgram:
 
     def current(self, photo: tuple[int, int] | None = None) -> None:
         """Before a run (lock held): rebind when the arena grew since, and load this program's parameters (masked to
-        a `photo` of fewer rows and columns than the input, photo.PhotoInput)."""
+        a `photo` of fewer rows and columns than the input, or each batch item to its own with ITEMS:
+        photo.PhotoInput)."""
         clock = phases.current()
         t = phases.perf_counter_ns() if clock else 0
         if self.generation != self.arena.generation:
             self._bind()
         if photo is None or photo == self.photo.input_hw:
             self.arena.load_params(self, self.params)
+        elif photo == ITEMS:
+            self.arena.load_params((self, ITEMS), self.photo.item_params())
         else:
             self.arena.load_params((self, photo), self.photo.params(photo))
         if clock:
@@ -153,6 +156,8 @@ class GpuProgram:
             entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
         out = self._resolve(d.out, uploads)
         entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": out, "offset": 0, "size": out.size}})
+        sizes = self.arena.photos
+        entries.append({"binding": K.PHOTOS_BINDING, "resource": {"buffer": sizes, "offset": 0, "size": sizes.size}})
         return self.dev.device.create_bind_group(layout=self.dev.layout, entries=entries)
 
     # ---- encoding

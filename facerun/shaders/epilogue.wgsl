@@ -3,11 +3,25 @@
 // then prelu slopes) and `res` bindings.
 // The mask (vh != 0: a photo smaller than the program's input, masking.py): an output position at or past row vh or
 // column vw is 0, as the zero padding past the photo's own program would be, so the next layer reads what it would
-// read there. Output i's position is (i / mask_p) % mask_ohw, mask_ow positions a row.
+// read there. Output i's position is (i / mask_p) % mask_ohw, mask_ow positions a row. A batch of photos of several
+// sizes (mask_items != 0, an item's output elements): item n's photo is photos[2n] x photos[2n + 1] input pixels,
+// and this output keeps its rows and columns over (vh, vw), the output's steps down from the input.
+
+@group(0) @binding(7) var<storage, read> photos: array<u32>;
+
+// The rows and columns of batch item n's output that its photo covers (the mask is on: p.vh != 0).
+fn mask_limits(n: u32) -> vec2<u32> {
+    if (p.mask_items == 0u) {
+        return vec2<u32>(p.vh, p.vw);
+    }
+    return vec2<u32>(photos[2u * n] / p.vh, photos[2u * n + 1u] / p.vw);
+}
+
 fn finish(v0: f32, co: u32, i: u32) -> f32 {
     if (p.vh != 0u) {
         let pos = (i / p.mask_p) % p.mask_ohw;
-        if (pos / p.mask_ow >= p.vh || pos % p.mask_ow >= p.vw) {
+        let keep = mask_limits(i / max(p.mask_items, 1u));
+        if (pos / p.mask_ow >= keep.x || pos % p.mask_ow >= keep.y) {
             return 0.0;
         }
     }

@@ -55,7 +55,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #end
     var inside = iy >= 0 && ix >= 0 && iy < i32(p.h) && ix < i32(p.w);
     if (p.vh != 0u && inside) {
-        inside = u32(iy) < p.vh && u32(ix) < p.vw;
+        let keep = mask_limits(b);
+        inside = u32(iy) < keep.x && u32(ix) < keep.y;
     }
     if (inside) {
         var xi = b * p.cin * hw + u32(iy) * p.w + u32(ix);

@@ -22,6 +22,7 @@ for r in data["rows"]:
         print(f"{label:>16} {'photos':>14} {r['path']:>22} {r['photos_per_s']:8.1f}/s"
               f"{'' if vs is None else f' vs_decode {vs:.2f}'} photos {r.get('photos')} faces {r.get('faces')} "
               f"first {r.get('first_photo_ms') or 0:.0f} ms checks {r.get('gpu_checks')} agree {(r.get('agree_with_cpu') or {}).get('same')}"
+              f" batches {r.get('photo_item_batches', '-')}/{r.get('photo_run_batches', '-')} programs {r.get('programs_compiled')}"
               f"{'' if feed is None else f' | feeding {1000 * feed / n:.2f} ms/photo: {ph}'}")
     elif r.get('median_ms') is None:
         print(f"{label:>16} {r.get('model', ''):>14} {r['path']:>22} no timing: {str(r.get('note'))[:90]}")
