@@ -246,6 +246,7 @@ class ItemsBatch:
         self.turn = 0
         self.staging: list = [None] * SETS
         self.pending: list = [None] * SETS
+        self._plans: dict[int, tuple[list, int]] = {}  # photos in a batch -> its read-back (_copies)
 
     def submit(self, items: list, bgr: bool, align: int) -> Pending:
         """Submit photos `items` [(rgb, photo)] (at most the program's N; the rest of the batch is zeros): rgb
@@ -280,8 +281,8 @@ class ItemsBatch:
             clock = phases.current()
             try:
                 gp.current(ITEMS)
+                staging = self._staging()  # the batch before last read first (its own wait and read-back)
                 t = phases.perf_counter_ns() if clock else 0
-                staging = self._staging()
                 bufs = _buffers(gp.arena, at)
                 queue = gp.dev.queue
                 # straight into the layout's buffer: the queue orders these writes after the batch before's pass
@@ -294,7 +295,10 @@ class ItemsBatch:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo items")
                 gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy))
-                gp.copy_outputs(enc, staging, 0)
+                copies, nbytes = self._copies(len(items))
+                for _, slot, offset, size, _ in copies:
+                    if slot is not None:
+                        enc.copy_buffer_to_buffer(gp.buffers[slot], 0, staging, offset, size)
                 commands = enc.finish()
                 if clock:
                     t = clock.lap(phases.RECORD, t)
@@ -317,9 +321,28 @@ class ItemsBatch:
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_item_batches")
-        pending = Pending(self, len(items), staging, gp.staging_bytes, index)
+        pending = Pending(self, len(items), staging, nbytes, index)
         self.pending[(self.turn - 1) % SETS] = pending
         return pending
+
+    def _copies(self, count: int) -> tuple[list, int]:
+        """What a batch of `count` photos reads back: the first `count` items of each output (the padding's are
+        never copied), packed one after another: [(name, slot or None: a constant, byte offset, bytes, shape)], and
+        the bytes in all."""
+        plan = self._plans.get(count)
+        if plan is None:
+            gp, copies, at = self.gp, [], 0
+            for name, vid, slot, _ in gp.outputs:
+                v = gp.prog.values[vid]
+                shape = (count, *v.shape[1:])
+                if slot is None:
+                    copies.append((name, None, 0, 0, np.array(v.data, np.float32).reshape(v.shape)[:count]))
+                    continue
+                size = v.nbytes // self.items * count
+                copies.append((name, slot, at, size, shape))
+                at += _up(size, 4)
+            plan = self._plans[count] = (copies, max(at, 4))
+        return plan
 
     def _staging(self):
         """The next read-back buffer, its last batch read first."""
@@ -350,7 +373,9 @@ class ItemsBatch:
             D.mark_broken(why)
             pending._error = GpuError(why)
             return
-        whole = gp._unpack(flat, 0)
+        whole = {}
+        for name, slot, offset, size, shape in self._copies(pending.items)[0]:
+            whole[name] = shape if slot is None else flat[offset // 4 : (offset + size) // 4].reshape(shape)
         pending._outputs = [{name: v[k : k + 1] for name, v in whole.items()} for k in range(pending.items)]
 
 
