@@ -297,10 +297,14 @@ class Net:
         bucket), or None: the photos run once each (FACERUN_PHOTO_ITEMS=off, a batch of one, a graph that mixes
         its items)."""
         items = max(settings.get("FACERUN_PHOTO_BATCH"), count)
-        if items < 2 or not settings.get("FACERUN_PHOTO_ITEMS"):
+        layout = self.workload.photo
+        if items < 2 or not settings.get("FACERUN_PHOTO_ITEMS") or layout is None or not layout.masked:
             return None
         try:
-            return self.batch_program((items,) + tuple(bucket)[1:])
+            # the graph keeps its items apart at one bucket's size, then at all: a check of two items at the
+            # smallest bucket, not three CPU runs at every bucket's size
+            bucket = tuple(bucket)
+            return self.batch_program((items, *bucket[1:]), checked_at=(*bucket[:2], layout.bucket, layout.bucket))
         except (InputError, ModelError):
             return None
 
@@ -390,13 +394,14 @@ class Net:
             return None  # an output not batch-first: the unpadded run says what it is
         return Outputs((name, v[:n]) for name, v in typed.items())
 
-    def batch_program(self, shape) -> Program | None:
+    def batch_program(self, shape, checked_at=None) -> Program | None:
         """For a file fixed at batch 1: one program for `shape[0]` items, or None when the graph mixes its items.
 
         Compiled with each constant Reshape's leading 1 taken as the batch, then accepted only if, on a seeded input of
-        two items, it gives what two single runs give, stacked (checked once per item shape)."""
+        two items, it gives what two single runs give, stacked (checked once per item shape, or once at the item shape
+        `checked_at` for all: a photo detector's buckets, whose graph is the same at every size)."""
         shape = tuple(int(d) for d in shape)
-        item = (1,) + shape[1:]
+        item = tuple(int(d) for d in checked_at) if checked_at is not None else (1,) + shape[1:]
         with self._lock:
             ok = self._separable.get(item)
         if ok is None:
