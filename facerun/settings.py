@@ -185,12 +185,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 1, "on the GPU, photos of one bucket run up to this many "
             "to a submission in a library run (1: each photo on its own; more pays only where photos of one bucket "
             "come together)", _photo_batch),
-    Setting("FACERUN_SWITCH_INTERVAL_MS", "positive number", 5.0, "during a library run, how long another thread may "
-            "hold Python's lock before the thread feeding the network gets it back (CPython's switch interval; 5 is "
-            "CPython's own)", _positive),
-    Setting("FACERUN_PHOTO_ITEMS", "`off`", True, "`off`: a batch of photos (FACERUN_PHOTO_BATCH) runs its bucket's "
-            "program once a photo in one submission, instead of once in the bucket's program of that many items, "
-            "each masked to its own size (for A/B timings)", _gpu_on, "on"),
+    Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
+            "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
+            "program once a photo in one submission", _on, "off"),
     Setting("FACERUN_DEBUG", "flag (any value)", False, "show the traceback of an internal error", _any,
             raw=True),
     Setting("FACERUN_GPU_REPLAY", "`auto` `native` `api`", "auto", "how GPU runs are recorded: `native` calls "

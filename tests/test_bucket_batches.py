@@ -1,5 +1,5 @@
 """Photos of one bucket in one GPU submission (gpu/batch.py), run in the bucket's program of N items (one pass, each
-item masked to its own photo size) or once a photo (FACERUN_PHOTO_ITEMS=off): each photo's outputs equal its own
+item masked to its own photo size: FACERUN_PHOTO_ITEMS=on) or once a photo (the default): each photo's outputs equal its own
 run's (bit for bit once a photo), two batches in flight at once read back right, a short batch is padded, and the
 library's detect keeps input order with a photo of another bucket in between."""
 
@@ -79,6 +79,7 @@ def test_a_short_batch_is_padded_and_each_item_masked_to_its_own_photo(detector,
     """Three photos of three sizes in the bucket's program of 8 items: the five items past them are zeros, and
     each photo's faces and outputs are those of its own run (a mask mixed up between items would move them)."""
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "8")
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
     crops = _crops(1, SAME_BUCKET[1:])
     prepared = [detector.prepare(c) for c in crops]
     before = _item_batches()

@@ -14,7 +14,6 @@ used through face/photo_detector.py's `PhotoDetector` (a plain one, with only `d
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import phases, settings
+from .. import phases
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
 from .buckets import Buckets, photo_batch
@@ -484,10 +483,6 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                       lambda photo: _detect(photo, detector, stats))
     busy = phases.Busy(stats.clock)
     busy.start()
-    # the decoders' and post-processing's Python hold the GIL in turns with the feeding thread, which releases it at
-    # every device call: a shorter switch interval gives it back sooner (docs/library.md)
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(settings.get("FACERUN_SWITCH_INTERVAL_MS") / 1000.0)
     try:
         top_up()
         while decoding or posting:
@@ -528,7 +523,6 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                 yield from phases.handed(batcher.add(done_photo), busy)
         yield from phases.handed(batcher.finish(), busy)
     finally:
-        sys.setswitchinterval(switch)
         busy.close()
         decoders.shutdown(wait=False, cancel_futures=True)
         poster.shutdown(wait=False, cancel_futures=True)
