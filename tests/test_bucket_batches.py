@@ -1,7 +1,7 @@
-"""Photos of one bucket in one GPU submission (gpu/batch.py), run in the bucket's program of N items (one pass, each
-item masked to its own photo size: FACERUN_PHOTO_ITEMS=on) or once a photo (the default): each photo's outputs equal its own
-run's (bit for bit once a photo), two batches in flight at once read back right, a short batch is padded, and the
-library's detect keeps input order with a photo of another bucket in between."""
+"""Photos of one bucket in one GPU submission (gpu/batch.py), run in the bucket's program of N items (one pass,
+each item masked to its own photo size: FACERUN_PHOTO_ITEMS=on) or once a photo (the default): each photo's outputs
+equal its own run's (bit for bit once a photo), two batches in flight at once read back right, a short batch is
+padded, and the library's detect keeps input order with a photo of another bucket in between."""
 
 from __future__ import annotations
 
@@ -10,15 +10,38 @@ import pytest
 from PIL import Image
 from shared_paths import DATA
 
+import facerun
 from facerun import counters
 from facerun.face.detect import Detector
 from facerun.face.images import load_image
 from facerun.face.library import iter_photo_faces, iter_photo_faces_serial
+from facerun.runner import Workload
 
 PHOTOS = sorted((DATA / "wider" / "images").rglob("*.jpg"))
 # crops whose padded sizes all fall in the 384 x 512 bucket, and one (200 x 300) in the 256 x 384 one
 SAME_BUCKET = [(300, 400), (350, 450), (270, 500), (384, 512)]
 OTHER = (200, 300)
+
+
+def test_a_photo_detectors_batch_programs_are_checked_apart_once(monkeypatch):
+    """The bucket programs of N items (net.photos_program): the graph keeps its items apart is checked once a model,
+    two items at the smallest bucket on the CPU, not three CPU runs at every bucket's size; off, or at batch 1, none."""
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
+    layout = Detector("yunet-2023mar", device="cpu").family.photo_layout(128)
+    net = facerun.load("yunet-2023mar", workload=Workload(photo=layout))
+    before = counters.snapshot()
+    a = net.photos_program((1, 3, 384, 512), 2)
+    b = net.photos_program((1, 3, 256, 384), 3)
+    assert a.input_shape == (4, 3, 384, 512) and b.input_shape == (4, 3, 256, 384)
+    assert net.photos_program((1, 3, 256, 384), 6).input_shape == (6, 3, 256, 384)  # more photos than the setting
+    spent = counters.since(before)
+    assert spent["separable_checks_s"] > 0 and list(net._separable) == [(1, 3, 128, 128)]
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "off")
+    assert net.photos_program((1, 3, 384, 512), 2) is None
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "1")
+    assert net.photos_program((1, 3, 384, 512), 1) is None
 
 
 @pytest.fixture(scope="module")
