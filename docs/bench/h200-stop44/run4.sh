@@ -1,5 +1,6 @@
 # call 4 of stop 44: a batch program's items checked apart once a model (not three CPU runs at every bucket), and
 # the switch interval as a setting (FACERUN_SWITCH_INTERVAL_MS): the library rows again, 206 and 4120 photos
+# (FACERUN_SWITCH_INTERVAL_MS was a setting of the code this call ran; not kept after it: no effect beyond noise)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 for sw in 5 0.5; do
