@@ -9,11 +9,13 @@ would, in order on the GPU, so its outputs are those of its single run bit for b
 per (program, photo size), into the store.
 
 Submitting gives a `Pending`; reading it back waits for that submission only (the native submission index), so
-while the GPU runs batch k the caller writes batch k+1 and reads batch k-1: each program has two sets of upload and
-read-back buffers (`SETS`), used in turn; a set still holding an unread batch is read first.
+while the GPU runs batch k the caller writes batch k+1 and reads batch k-1: each program has two upload buffers and
+the model two read-back buffers (`SETS`), used in turn; a buffer still holding an unread batch is read first.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -22,10 +24,11 @@ from ..errors import GpuError
 from . import device as D
 from . import kernels as K
 from . import pace, readback
+from .arena import GROWTH
 from .photo import ITEMS, _buffers
 from .plan import flat_grid
 
-SETS = 2  # submissions in flight per program: the GPU runs one while the host fills the other
+SETS = 2  # submissions in flight: the GPU runs one while the host fills the other
 ALIGN = 256  # offsets inside the upload and read-back buffers (copies need 4; 256 keeps photos apart)
 
 
@@ -57,6 +60,44 @@ class Pending:
         if self._error is not None:
             raise self._error
         return self._outputs
+
+
+class _Ring:
+    """A model's read-back buffers for batches of photos: SETS of them, used in turn by every program of the model
+    (not two a program: a library meets dozens of buckets, and mapped memory is the host's), each remembering the
+    batch still in it, which is read before the buffer takes another."""
+
+    def __init__(self):
+        self.turn = 0
+        self.buffers: list = [None] * SETS
+        self.pending: list = [None] * SETS
+
+    def take(self, dev, nbytes: int) -> tuple[int, object]:
+        """The next buffer (its index and the buffer), at least `nbytes`, its last batch read first."""
+        k = self.turn
+        self.turn = (k + 1) % SETS
+        left = self.pending[k]
+        if left is not None and not left.done:
+            left.batch._collect(left)
+        self.pending[k] = None
+        buf = self.buffers[k]
+        if buf is None or buf.size < nbytes:
+            size = max(nbytes, int(buf.size * GROWTH) if buf is not None else nbytes)
+            wgpu = _wgpu()
+            buf = self.buffers[k] = dev.create_buffer(label="facerun batch read-back", size=_up(size),
+                                                      usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        return k, buf
+
+
+_RINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # arena -> _Ring
+
+
+def _ring(arena) -> _Ring:
+    """The arena's read-back ring (call with the arena's lock held)."""
+    ring = _RINGS.get(arena)
+    if ring is None:
+        ring = _RINGS[arena] = _Ring()
+    return ring
 
 
 class PhotoBatch:
@@ -93,7 +134,8 @@ class PhotoBatch:
         return self.store_at[photo]
 
     def _set(self, upload_bytes: int, staging_bytes: int) -> dict:
-        """The next set of buffers, its last batch read first, grown to the sizes asked."""
+        """The next set of buffers, its last batch read first, grown to the sizes asked: an upload buffer of this
+        program's, and a read-back buffer of the model's ring."""
         s = self.sets[self.turn]
         self.turn = (self.turn + 1) % SETS
         left = s.get("pending")
@@ -104,9 +146,7 @@ class PhotoBatch:
         if s.get("upload") is None or s["upload"].size < upload_bytes:
             s["upload"] = dev.create_buffer(label="facerun batch photos", size=_up(upload_bytes),
                                             usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
-        if s.get("staging") is None or s["staging"].size < staging_bytes:
-            s["staging"] = dev.create_buffer(label="facerun batch read-back", size=_up(staging_bytes),
-                                             usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        s["ring"], s["staging"] = _ring(self.gp.arena).take(dev, staging_bytes)
         return s
 
     # ---- running
@@ -190,6 +230,7 @@ class PhotoBatch:
         counters.bump("gpu_photo_batches")
         pending = Pending(self, len(layout), staging, per_item, index)
         s["pending"] = pending
+        _ring(gp.arena).pending[s["ring"]] = pending
         return pending
 
     def _collect(self, pending: Pending) -> None:
@@ -243,9 +284,6 @@ class ItemsBatch:
             shape = gp.prog.values[vid].shape
             if not shape or shape[0] != self.items:
                 raise GpuError(f"output '{name}' of {list(shape)} is not {self.items} items first")
-        self.turn = 0
-        self.staging: list = [None] * SETS
-        self.pending: list = [None] * SETS
         self._plans: dict[int, tuple[list, int]] = {}  # photos in a batch -> its read-back (_copies)
 
     def submit(self, items: list, bgr: bool, align: int) -> Pending:
@@ -281,7 +319,9 @@ class ItemsBatch:
             clock = phases.current()
             try:
                 gp.current(ITEMS)
-                staging = self._staging()  # the batch before last read first (its own wait and read-back)
+                copies, nbytes = self._copies(len(items))
+                # the ring's next buffer: the batch before last read first (its own wait and read-back)
+                ring, staging = _ring(gp.arena).take(gp.dev.device, nbytes)
                 t = phases.perf_counter_ns() if clock else 0
                 bufs = _buffers(gp.arena, at)
                 queue = gp.dev.queue
@@ -295,7 +335,6 @@ class ItemsBatch:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo items")
                 gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy))
-                copies, nbytes = self._copies(len(items))
                 for _, slot, offset, size, _ in copies:
                     if slot is not None:
                         enc.copy_buffer_to_buffer(gp.buffers[slot], 0, staging, offset, size)
@@ -322,7 +361,7 @@ class ItemsBatch:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_item_batches")
         pending = Pending(self, len(items), staging, nbytes, index)
-        self.pending[(self.turn - 1) % SETS] = pending
+        _ring(gp.arena).pending[ring] = pending
         return pending
 
     def _copies(self, count: int) -> tuple[list, int]:
@@ -343,21 +382,6 @@ class ItemsBatch:
                 at += _up(size, 4)
             plan = self._plans[count] = (copies, max(at, 4))
         return plan
-
-    def _staging(self):
-        """The next read-back buffer, its last batch read first."""
-        k = self.turn
-        self.turn = (self.turn + 1) % SETS
-        left = self.pending[k]
-        if left is not None and not left.done:
-            self._collect(left)
-        self.pending[k] = None
-        if self.staging[k] is None or self.staging[k].size < self.gp.staging_bytes:
-            wgpu = _wgpu()
-            self.staging[k] = self.gp.dev.device.create_buffer(
-                label="facerun items read-back", size=_up(self.gp.staging_bytes),
-                usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        return self.staging[k]
 
     def _collect(self, pending: Pending) -> None:
         gp = self.gp
