@@ -27,7 +27,7 @@ class PhotoJob:
     photos: list
     detector_model: object = None  # None: the default YuNet
     batch: int = 16  # faces per embedding call
-    workers: int = 0  # decoding threads of the library run
+    workers: int | None = None  # decoding threads of the library run (None: its default for the row's device)
     processes: int = 4  # of the *-processes paths
     opencv_threads: int = 2  # of opencv-threads
 
@@ -83,16 +83,17 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
     from ..face.detect import Detector
     from ..face.embed import Embedder
     from ..face.engines import run
-    from ..face.library import LibraryOptions, LibraryStats
+    from ..face.library import LibraryOptions, LibraryStats, default_workers
 
     photos, detector_model, batch = job.photos, job.detector_model, job.batch
-    row = PhotoRow(name + ("+embed" if embed_model is not None else ""), workers=0 if serial else job.workers)
+    row = PhotoRow(name + ("+embed" if embed_model is not None else ""))
     models = _models(row, device, lambda: (Detector(detector_model, device=device),
                                            Embedder(embed_model, device=device) if embed_model is not None else None))
     if models is None:
         return row
     detector, embedder = models
     row.device = detector.device
+    row.workers = 0 if serial else job.workers if job.workers is not None else default_workers(detector.device)
     options = LibraryOptions(batch=batch, workers=row.workers, engine="serial" if serial else "threads",
                              decoders=decoders)
     if not serial:
@@ -234,10 +235,12 @@ def decode_row(job: PhotoJob, processes: bool = False) -> PhotoRow:
     from ..face.detect import _card
     from ..face.families import family_of
     from ..face.images import load_photo_shrunk
+    from ..face.library import default_workers
 
     fit = fit_of_family(family_of(_card(job.detector_model).path))
     photos = job.photos
-    count = default_processes() if processes else max(1, job.workers)
+    threads = job.workers if job.workers is not None else default_workers("gpu")  # as the GPU's library run
+    count = default_processes() if processes else max(1, threads)
     row = PhotoRow("decode-processes" if processes else "decode", workers=0 if processes else count,
                    processes=count if processes else 1, floor=True)
     row.device = f"cpu ({count} decoder processes, shared memory)" if processes else f"cpu ({count} threads)"

@@ -44,7 +44,7 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
         raise InputError(f"{folder}: no photos found (a folder of .jpg .jpeg .png .webp .bmp files)")
     # OpenCV's threads row takes the whole machine, as a user running it alone would, unless --workers says
     opencv_threads = max(2, os.cpu_count() or 2) if workers is None else max(2, workers)
-    workers = default_workers() if workers is None else workers
+    # None: each facerun row's library run decodes over its own default (more threads feeding a GPU)
     job = PhotoJob(photos, detector_model, batch, workers, processes, opencv_threads)
     rows: list[tuple[bool, PhotoRow]] = []  # (may be the reference, the row)
     floors: list[PhotoRow] = []  # the decode rows
@@ -69,7 +69,8 @@ def bench_photos(folder: Path, paths=DEFAULT_PHOTO_PATHS, detector_model=None, e
             row.vs_decode = round(row.photos_per_s / floor, 4)
     return {"format": FORMAT, "photos_dir": str(folder), "photos": len(photos),
             "detector": _name(detector_model, "yunet-2023mar"), "embedder": _name(embed_model, None), "batch": batch,
-            "workers": workers, "repeat": repeat, "rows": [r.to_json() for _, r in rows]}
+            "workers": default_workers("gpu") if workers is None else workers, "repeat": repeat,
+            "rows": [r.to_json() for _, r in rows]}
 
 
 def repeated(run, n: int, on_row=None, name: str = "") -> PhotoRow:

@@ -26,7 +26,8 @@ PATHS_HELP = ("Comma-separated paths to run, from: "
                  detail="With one, every face is also aligned and embedded, --batch faces per call: each facerun "
                         "path gives a second row, PATH+embed.")
 @batch_option(16, "faces per embedding call (with --embedder).", type=click.IntRange(1, 4096))
-@workers_option("(default: the cores but one, at most 8); also opencv-threads' threads (default: the cores).")
+@workers_option("(default: the cores but one, at most 8, or 12 feeding a GPU); also opencv-threads' threads "
+                "(default: the cores).")
 @option("--processes", "processes", type=click.IntRange(1, 64), default=4, show_default=True,
         detail="on the *-processes paths.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 1000),

@@ -206,7 +206,7 @@ def batch_option(default: int, detail: str, type=None):
                   type=type or click.IntRange(min=1), detail=detail)
 
 
-def workers_option(detail: str = "(default: the cores but one, at most 8)."):
+def workers_option(detail: str = "(default: the cores but one, at most 8, or 12 feeding a GPU)."):
     return option("--workers", "workers", type=click.IntRange(0, 64), default=None, detail=detail)
 
 

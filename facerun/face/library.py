@@ -142,8 +142,10 @@ def post_threads(workers: int) -> int:
     return max(1, min(4, workers // 2))
 
 
-# Decoding threads: the rate grows up to about 8, past which the network thread binds (docs/bench/code-figures.md).
+# Decoding threads: on the CPU path the rate grows up to about 8, past which the network thread binds
+# (docs/bench/code-figures.md); feeding the GPU on 16 cores, 12 ran 3-12% faster than 8 (docs/benchmarks.md).
 DECODE_THREADS = 8
+DECODE_THREADS_GPU = 12
 
 
 FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_RUNS photos
@@ -153,9 +155,11 @@ FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_R
 FIRST_RUNS = 2
 
 
-def default_workers() -> int:
-    """Decoding threads: the cores but one (the network thread has its own), at most DECODE_THREADS."""
-    return max(1, min(DECODE_THREADS, (os.cpu_count() or 2) - 1))
+def default_workers(device: str = "cpu") -> int:
+    """Decoding threads: the cores but one (the network thread has its own), at most DECODE_THREADS, or
+    DECODE_THREADS_GPU where the network runs on the GPU (`device`)."""
+    most = DECODE_THREADS_GPU if device == "gpu" else DECODE_THREADS
+    return max(1, min(most, (os.cpu_count() or 2) - 1))
 
 
 # ------------------------------------------------------------------------------------------------- the stages
@@ -366,7 +370,7 @@ def observed(results: Iterable[PhotoFaces], stats: LibraryStats,
 def threads(paths: Iterable, detector, embedder, options: LibraryOptions, stats: LibraryStats
             ) -> Iterator[PhotoFaces]:
     """The pipelined run over options.workers decoding threads (0: serial)."""
-    workers = default_workers() if options.workers is None else int(options.workers)
+    workers = default_workers(getattr(detector, "device", "cpu")) if options.workers is None else int(options.workers)
     if workers <= 0:
         return _serial(paths, photo_detector(detector), embedder, options, stats)
     return _pipelined(paths, photo_detector(detector), embedder, options, workers, stats)
