@@ -304,6 +304,8 @@ class Net:
             # the graph keeps its items apart at one bucket's size, then at all: a check of two items at the
             # smallest bucket, not three CPU runs at every bucket's size
             bucket = tuple(bucket)
+            if self.batch_free:
+                return self.program((items, *bucket[1:]))
             return self.batch_program((items, *bucket[1:]), checked_at=(*bucket[:2], layout.bucket, layout.bucket))
         except (InputError, ModelError):
             return None

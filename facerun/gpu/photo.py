@@ -377,4 +377,3 @@ class PhotoChecks:
             return outs
 
         return result
-
