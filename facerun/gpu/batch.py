@@ -286,6 +286,11 @@ class ItemsBatch:
                 raise GpuError(f"output '{name}' of {list(shape)} is not {self.items} items first")
         self._plans: dict[int, tuple[list, int]] = {}  # photos in a batch -> its read-back (_copies)
 
+    def fits(self, items: list) -> bool:
+        """Whether the photos' bytes (and the header) fit one binding of the layout's buffer."""
+        at = _up(16 * self.items) + sum(_up(rgb.nbytes) for rgb, _ in items)
+        return at <= self.gp.dev.limits.max_binding
+
     def submit(self, items: list, bgr: bool, align: int) -> Pending:
         """Submit photos `items` [(rgb, photo)] (at most the program's N; the rest of the batch is zeros): rgb
         h x w x 3 (or x 4) uint8 within `photo`, photo the padded (rows, columns) it is masked to (None: the whole

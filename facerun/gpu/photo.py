@@ -357,7 +357,10 @@ class PhotoChecks:
         gb = self.model.compile(batch_prog)
         if gb.mask_reason(align) is not None or len(items) > batch_prog.input_shape[0]:
             return None
-        pending = items_of(gb).submit(items, layout.bgr, align)
+        batch = items_of(gb)
+        if not batch.fits(items):  # the photos' bytes past one binding: once a photo in one submission
+            return None
+        pending = batch.submit(items, layout.bgr, align)
         hw = tuple(prog.input_shape[2:])
 
         def cut(outs) -> list:
