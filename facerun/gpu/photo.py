@@ -55,7 +55,11 @@ def _buffers(arena, nbytes: int) -> _Buffers:
     dev = arena.dev.device
     if kept.image is None or kept.image.size < nbytes:
         size = max(nbytes, int(kept.image.size * GROWTH) if kept.image is not None else nbytes, 16)
-        kept.image = dev.create_buffer(label="facerun photo bytes", size=-(-size // 256) * 256,
+        size = -(-size // 256) * 256
+        most = getattr(getattr(arena.dev, "limits", None), "max_binding", None)
+        if most is not None and size > most:  # it is bound whole: the headroom stops at the largest binding
+            size = max(nbytes, most - most % 16)
+        kept.image = dev.create_buffer(label="facerun photo bytes", size=size,
                                        usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
         kept.generation += 1
         arena.drop_groups("image")
