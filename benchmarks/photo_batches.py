@@ -16,10 +16,12 @@ import argparse
 import collections
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 from facerun import phases
+from facerun.errors import FacerunError
 from facerun.face.detect import Detector
 from facerun.face.images import load_photo_shrunk
 
@@ -33,8 +35,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--buckets", type=int, default=1, help="the photos of this many most common buckets")
     args = ap.parse_args(argv)
-    det = Detector("yunet-2023mar", device="gpu")
     paths = sorted(p for p in Path(args.folder).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
+    if not paths:
+        print(f"{args.folder}: no .jpg .jpeg .png photos found", file=sys.stderr)
+        return 1
+    try:
+        det = Detector("yunet-2023mar", device="gpu")
+    except FacerunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     prepared = []
     for p in paths:
         pixels, size = load_photo_shrunk(p, det.fit_size)

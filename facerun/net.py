@@ -330,10 +330,11 @@ class Net:
         from .errors import FacerunError
 
         try:
-            prog = self.program((self.photo_bucket(shape) if photo else None) or shape)
+            bucket = self.photo_bucket(shape) if photo else None
+            prog = self.program(bucket or shape)
             self._runner.prepare(prog)
-            if photo and self.photo_bucket(shape) is not None:
-                batch = self.photos_program(prog.input_shape, 1)  # the bucket's batches run in it
+            if bucket is not None:
+                batch = self.photos_program(bucket, 1)  # the bucket's batches run in it
                 if batch is not None:
                     self._runner.prepare(batch)
         except FacerunError:

@@ -161,13 +161,8 @@ class PhotoBatch:
         gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
         layout = []  # (bytes, data, layout parameters, photo) per item
         for rgb, photo in items:
-            if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
-                    or rgb.shape[1] > pw):
-                raise GpuError(f"a batch takes images of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)}")
-            photo = gp.photo.checked(photo, align)
+            photo = _checked(gp, rgb, photo, ph, pw, align)
             h, w, pixel = rgb.shape
-            if photo is not None and (h > photo[0] or w > photo[1]):
-                raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
             data = np.ascontiguousarray(rgb).reshape(-1)
             params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr),
                                            pixel=pixel)
@@ -213,18 +208,7 @@ class PhotoBatch:
             # the uniform buffer now holds the last photo's parameters
             last = layout[-1][3]
             gp.arena.owner = gp if last is None else (gp, last)
-            seen = D.errors_seen()[0]
-            try:
-                if D.take_injected("submit"):
-                    raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
-                index = gp.replay.submit(queue, commands) if gp.replay is not None else queue.submit([commands])
-                if D.errors_seen()[0] != seen:
-                    raise RuntimeError(D.errors_seen()[1])
-            except Exception as e:
-                gp.arena.owner = None
-                why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
-                D.mark_broken(why)
-                raise GpuError(why) from None
+            index = _submit(gp, queue, commands)
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_batches")
@@ -235,19 +219,56 @@ class PhotoBatch:
 
     def _collect(self, pending: Pending) -> None:
         gp = self.gp
-        seen = D.errors_seen()[0]
-        try:
-            if D.take_injected("readback"):
-                raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
-            flat = readback.read(gp.dev.device, pending.staging, pending.index, pending.per_item * pending.items)
-            if D.errors_seen()[0] != seen:
-                raise RuntimeError(D.errors_seen()[1])
-        except Exception as e:
-            why = f"the GPU failed reading a batch of photos back: {type(e).__name__}: {str(e).splitlines()[0]}"
-            D.mark_broken(why)
-            pending._error = GpuError(why)
+        flat = _read(gp, pending, pending.per_item * pending.items)
+        if flat is None:
             return
         pending._outputs = [gp._unpack(flat, i * pending.per_item) for i in range(pending.items)]
+
+
+def _checked(gp, rgb: np.ndarray, photo, ph: int, pw: int, align: int):
+    """A batch item's photo size (None: the whole input), checked with its image against a ph x pw input."""
+    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph or rgb.shape[1] > pw:
+        raise GpuError(f"a batch takes images of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)}")
+    photo = gp.photo.checked(photo, align)
+    h, w = rgb.shape[:2]
+    if photo is not None and (h > photo[0] or w > photo[1]):
+        raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
+    return photo
+
+
+def _submit(gp, queue, commands) -> int | None:
+    """Submit a batch's commands (lock held); its submission index. GpuError, the GPU marked broken, on a failure."""
+    seen = D.errors_seen()[0]
+    try:
+        if D.take_injected("submit"):
+            raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
+        index = gp.replay.submit(queue, commands) if gp.replay is not None else queue.submit([commands])
+        if D.errors_seen()[0] != seen:
+            raise RuntimeError(D.errors_seen()[1])
+    except Exception as e:
+        gp.arena.owner = None
+        why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
+        D.mark_broken(why)
+        raise GpuError(why) from None
+    return index
+
+
+def _read(gp, pending: Pending, nbytes: int) -> np.ndarray | None:
+    """The first `nbytes` of a submitted batch's read-back buffer as floats, or None: the failure is left on
+    `pending` (and the GPU marked broken)."""
+    seen = D.errors_seen()[0]
+    try:
+        if D.take_injected("readback"):
+            raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
+        flat = readback.read(gp.dev.device, pending.staging, pending.index, nbytes)
+        if D.errors_seen()[0] != seen:
+            raise RuntimeError(D.errors_seen()[1])
+    except Exception as e:
+        why = f"the GPU failed reading a batch of photos back: {type(e).__name__}: {str(e).splitlines()[0]}"
+        D.mark_broken(why)
+        pending._error = GpuError(why)
+        return None
+    return flat
 
 
 def _write(queue, buffer, at: int, data: np.ndarray) -> None:
@@ -303,14 +324,9 @@ class ItemsBatch:
         sizes[:] = (ph, pw)
         datas, at = [], _up(header.nbytes)
         for k, (rgb, photo) in enumerate(items):
-            if (rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.shape[0] > ph
-                    or rgb.shape[1] > pw):
-                raise GpuError(f"a batch takes images of at most {ph}x{pw}x3 (or x4) uint8, not {list(rgb.shape)}")
-            photo = self.gp.photo.checked(photo, align)
+            photo = _checked(gp, rgb, photo, ph, pw, align)
             h, w, pixel = rgb.shape
             if photo is not None:
-                if h > photo[0] or w > photo[1]:
-                    raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
                 sizes[k] = photo
             data = np.ascontiguousarray(rgb).reshape(-1)
             header[k] = (h, w, pixel, at // 4)
@@ -350,18 +366,7 @@ class ItemsBatch:
                 raise
             except Exception as e:
                 raise GpuError(f"recording the GPU work failed: {type(e).__name__}: {e}") from None
-            seen = D.errors_seen()[0]
-            try:
-                if D.take_injected("submit"):
-                    raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
-                index = gp.replay.submit(queue, commands) if gp.replay is not None else queue.submit([commands])
-                if D.errors_seen()[0] != seen:
-                    raise RuntimeError(D.errors_seen()[1])
-            except Exception as e:
-                gp.arena.owner = None
-                why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
-                D.mark_broken(why)
-                raise GpuError(why) from None
+            index = _submit(gp, queue, commands)
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_item_batches")
@@ -371,8 +376,8 @@ class ItemsBatch:
 
     def _copies(self, count: int) -> tuple[list, int]:
         """What a batch of `count` photos reads back: the first `count` items of each output (the padding's are
-        never copied), packed one after another: [(name, slot or None: a constant, byte offset, bytes, shape)], and
-        the bytes in all."""
+        never copied), packed one after another: [(name, slot, byte offset, bytes, shape)], a constant output as
+        (name, None, 0, 0, its first `count` items), and the bytes in all."""
         plan = self._plans.get(count)
         if plan is None:
             gp, copies, at = self.gp, [], 0
@@ -389,18 +394,8 @@ class ItemsBatch:
         return plan
 
     def _collect(self, pending: Pending) -> None:
-        gp = self.gp
-        seen = D.errors_seen()[0]
-        try:
-            if D.take_injected("readback"):
-                raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
-            flat = readback.read(gp.dev.device, pending.staging, pending.index, pending.per_item)
-            if D.errors_seen()[0] != seen:
-                raise RuntimeError(D.errors_seen()[1])
-        except Exception as e:
-            why = f"the GPU failed reading a batch of photos back: {type(e).__name__}: {str(e).splitlines()[0]}"
-            D.mark_broken(why)
-            pending._error = GpuError(why)
+        flat = _read(self.gp, pending, pending.per_item)
+        if flat is None:
             return
         whole = {}
         for name, slot, offset, size, shape in self._copies(pending.items)[0]:
