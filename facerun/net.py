@@ -13,7 +13,7 @@ from .lru import InFlight, LruCache, budget_from_env, program_bytes
 from .onnx.compile import compile_model
 from .onnx.read import ImportedModel, read_model
 from .program import PRECISIONS, ParameterPool, Program
-from .runner import NO_WORKLOAD, CpuRunner, PhotoLayout, Runner, Workload
+from .runner import NO_WORKLOAD, CpuRunner, PhotoLayout, Runner, Selected, Workload
 from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 
 GPU_BATCHES = (1, 2, 4, 8, 16)  # batch sizes the GPU runs (a batch is padded up to one), past 16 multiples of 16
@@ -340,9 +340,12 @@ class Net:
         except FacerunError:
             pass
 
-    def _typed(self, prog: Program, out: dict) -> Outputs:
+    def _typed(self, prog: Program, out):
         """The outputs in the model's order; an integer constant output (a Shape, say) as the exact integers the
-        compiler kept, not the float32 copy the runtimes hold."""
+        compiler kept, not the float32 copy the runtimes hold. A photo's candidate rows (runner.Selected, the
+        layout's `select`) are given as they are."""
+        if isinstance(out, Selected):
+            return out
         return Outputs((name, prog.exact_outputs.get(name, out[name])) for name in self.output_names)
 
     @property

@@ -23,6 +23,64 @@ Feeds = dict[str, np.ndarray]
 Outputs = dict[str, np.ndarray]
 
 
+KEY_SHIFT = 28  # a candidate row's key: its level above this bit, its position below
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The rows of a detector's grid heads worth reading back, chosen on the device: where a network's outputs are
+    per-position grids (YuNet 2023mar: a score pair and box and landmark values at every position of three strides),
+    most positions score far below the threshold, so the device keeps only the rows whose scores pass `floor` and
+    reads back those instead of every head (megabytes a photo).
+
+    levels: (stride, (score a, score b), value heads) per grid level, each head an output of 1 x positions x width
+    over the input's grid of that stride. A position is kept where clip(a, 0, 1) * clip(b, 0, 1) >= floor in
+    float32 (a floor under the family's threshold squared: a superset of what its decoding keeps). Its row: the
+    key (level * 2**KEY_SHIFT + position, so rows sort into the grids' order; as float32's bits), a, b, then each
+    value head's values. cap: rows the device holds a photo; a photo with more is run again reading its heads
+    whole."""
+
+    levels: tuple[tuple[int, tuple[str, str], tuple[str, ...]], ...]
+    floor: float
+    cap: int = 1024
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for _, scores, values in self.levels for n in (*scores, *values))
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A photo's candidate rows (`Candidates`), in the order of the heads' grids (level, then row-major position):
+    m x width float32, column 0 the key's bits (`keys`). photo_hw: the (padded) photo size the grids cover."""
+
+    rows: np.ndarray
+    photo_hw: tuple[int, int]
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self.rows[:, 0].view(np.uint32)
+
+
+def select_rows(outputs: dict, spec: Candidates, photo_hw: tuple[int, int]) -> Selected:
+    """The host's choice of `spec`'s rows from a photo's outputs (cut to `photo_hw`): the reference the device's
+    choice must equal, row for row and bit for bit."""
+    h, w = photo_hw
+    rows = []
+    floor = np.float32(spec.floor)
+    for level, (stride, (a_name, b_name), values) in enumerate(spec.levels):
+        count = (h // stride) * (w // stride)
+        a = np.asarray(outputs[a_name], np.float32).reshape(count)
+        b = np.asarray(outputs[b_name], np.float32).reshape(count)
+        with np.errstate(invalid="ignore"):
+            keep = np.flatnonzero(np.clip(a, 0, 1) * np.clip(b, 0, 1) >= floor)
+        key = (keep.astype(np.uint32) + np.uint32(level << KEY_SHIFT)).view(np.float32)
+        parts = [key[:, None], a[keep, None], b[keep, None]]
+        parts += [np.asarray(outputs[v], np.float32).reshape(count, -1)[keep] for v in values]
+        rows.append(np.concatenate(parts, axis=1))
+    return Selected(np.concatenate(rows).astype(np.float32, copy=False), (int(h), int(w)))
+
+
 @dataclass(frozen=True)
 class PhotoLayout:
     """How a detector family's network takes a raw photo (h x w x 3 or x 4 uint8, RGB), so a runner may lay the photo
@@ -40,6 +98,7 @@ class PhotoLayout:
     bgr: bool = True
     crop: Callable[[dict, tuple[int, int], tuple[int, int]], dict] | None = None
     bucket: int = 0
+    select: Candidates | None = None
 
     @property
     def masked(self) -> bool:

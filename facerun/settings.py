@@ -188,6 +188,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),
+    Setting("FACERUN_PHOTO_SELECT", "`off`", True, "`off`: a photo's detector heads come back from the GPU whole "
+            "(about 1 MB for a 1024x768 photo) instead of only the rows whose scores pass the threshold (YuNet "
+            "2023mar at a score threshold of 0.5 or more)", _gpu_on, "on"),
     Setting("FACERUN_DEBUG", "flag (any value)", False, "show the traceback of an internal error", _any,
             raw=True),
     Setting("FACERUN_GPU_REPLAY", "`auto` `native` `api`", "auto", "how GPU runs are recorded: `native` calls "

@@ -95,7 +95,9 @@ class Detector(PhotoDetector):
         side = -(-(self.max_side or DEFAULT_MAX_SIDE) // 32) * 32
         expected = tuple((1, 3, s, s) for s in sorted({min(640, side), side}))
         # photos go to the device as their bytes, in buckets of PHOTO_BUCKET (a family whose outputs can be cut)
-        layout = self.family.photo_layout(photo_bucket() if device != "cpu" else 0)
+        # and where the setting lets it, the device chooses the heads' rows worth reading back (gpu/select.py)
+        score = self.score_threshold if settings.get("FACERUN_PHOTO_SELECT") else None
+        layout = self.family.photo_layout(photo_bucket() if device != "cpu" else 0, score)
         return Workload(check_side=CHECK_SIDE, expected_shapes=expected, photo=layout)
 
     @property

@@ -97,9 +97,10 @@ class Family:
         """Network outputs (by name) -> faces in photo pixels, best score first."""
         raise NotImplementedError
 
-    def photo_layout(self, bucket: int):
+    def photo_layout(self, bucket: int, score: float | None = None):
         """How a runner may lay a raw photo out as this network's input (runner.PhotoLayout, photos in programs of
-        their padded size rounded up to `bucket`), or None: the family makes the blob on the CPU (it resizes)."""
+        their padded size rounded up to `bucket`; `score` the threshold faces are kept at, for the rows a device may
+        choose), or None: the family makes the blob on the CPU (it resizes)."""
         return None
 
     @property

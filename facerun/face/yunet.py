@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ModelError
-from ..runner import PhotoLayout
+from ..runner import KEY_SHIFT, Candidates, PhotoLayout, Selected
 from .faces import FIVE_POINTS, Face
 from .family import Family, Frame, greedy_keep
 
@@ -35,6 +35,9 @@ PRIOR_VARIANCE = (0.1, 0.2)
 
 ROW_WIDTH = 15
 SCORE_COLUMN = 14
+# Below this score threshold a crowded photo has more candidate rows than a device holds (a 140-face WIDER photo has
+# about 700 at 0.6), so the heads are read back whole.
+SELECT_SCORE = 0.5
 
 
 def model_generation(output_names) -> str:
@@ -129,27 +132,58 @@ def decode_2023(outputs: dict, pad_h: int, pad_w: int, score_threshold: float) -
         obj = _head(outputs, f"obj_{stride}", count, 1)[:, 0]
         score = np.sqrt(np.clip(cls, 0, 1) * np.clip(obj, 0, 1))
         keep = np.flatnonzero(score >= np.float32(score_threshold))
-        if keep.size == 0:
-            continue
-        bbox = _head(outputs, f"bbox_{stride}", count, 4)[keep]
-        kps = _head(outputs, f"kps_{stride}", count, 10)[keep]
-        c = (keep % cols_n).astype(np.float32)[:, None]
-        r = (keep // cols_n).astype(np.float32)[:, None]
-        s = np.float32(stride)
-        cx = (c[:, 0] + bbox[:, 0]) * s
-        cy = (r[:, 0] + bbox[:, 1]) * s
-        w = np.exp(bbox[:, 2]) * s
-        h = np.exp(bbox[:, 3]) * s
-        face = np.empty((keep.size, ROW_WIDTH), dtype=np.float32)
-        face[:, 0] = cx - w / np.float32(2)
-        face[:, 1] = cy - h / np.float32(2)
-        face[:, 2] = w
-        face[:, 3] = h
-        face[:, 4:14:2] = (kps[:, 0::2] + c) * s
-        face[:, 5:14:2] = (kps[:, 1::2] + r) * s
-        face[:, SCORE_COLUMN] = score[keep]
-        rows.append(face)
+        if keep.size:
+            rows.append(_rows_2023(stride, cols_n, keep, score[keep], _head(outputs, f"bbox_{stride}", count, 4)[keep],
+                                   _head(outputs, f"kps_{stride}", count, 10)[keep]))
     return np.concatenate(rows) if rows else np.zeros((0, ROW_WIDTH), dtype=np.float32)
+
+
+def decode_2023_selected(selected: Selected, score_threshold: float) -> np.ndarray:
+    """decode_2023 from the heads' candidate rows a device chose (`select_2023`): the same rows, bit for bit, since
+    each is computed from the same values by the same operations."""
+    pad_h, pad_w = selected.photo_hw
+    keys = selected.keys
+    rows = []
+    for level, stride in enumerate(STRIDES):
+        mine = selected.rows[(keys >> KEY_SHIFT) == level]
+        score = np.sqrt(np.clip(mine[:, 1], 0, 1) * np.clip(mine[:, 2], 0, 1))
+        ok = np.flatnonzero(score >= np.float32(score_threshold))
+        if ok.size:
+            keep = (mine[ok, 0].view(np.uint32) & np.uint32((1 << KEY_SHIFT) - 1)).astype(np.int64)
+            rows.append(_rows_2023(stride, pad_w // stride, keep, score[ok], mine[ok, 3:7], mine[ok, 7:17]))
+    return np.concatenate(rows) if rows else np.zeros((0, ROW_WIDTH), dtype=np.float32)
+
+
+def _rows_2023(stride: int, cols_n: int, keep: np.ndarray, score: np.ndarray, bbox: np.ndarray,
+               kps: np.ndarray) -> np.ndarray:
+    """One stride's face rows from its kept positions (row-major in the grid of `cols_n` columns), their scores and
+    their bbox (n x 4) and kps (n x 10) values."""
+    c = (keep % cols_n).astype(np.float32)[:, None]
+    r = (keep // cols_n).astype(np.float32)[:, None]
+    s = np.float32(stride)
+    cx = (c[:, 0] + bbox[:, 0]) * s
+    cy = (r[:, 0] + bbox[:, 1]) * s
+    w = np.exp(bbox[:, 2]) * s
+    h = np.exp(bbox[:, 3]) * s
+    face = np.empty((keep.size, ROW_WIDTH), dtype=np.float32)
+    face[:, 0] = cx - w / np.float32(2)
+    face[:, 1] = cy - h / np.float32(2)
+    face[:, 2] = w
+    face[:, 3] = h
+    face[:, 4:14:2] = (kps[:, 0::2] + c) * s
+    face[:, 5:14:2] = (kps[:, 1::2] + r) * s
+    face[:, SCORE_COLUMN] = score
+    return face
+
+
+def select_2023(score_threshold: float) -> Candidates:
+    """The 2023mar heads' rows a device may choose for decode_2023_selected: positions whose score product passes
+    the threshold squared, a hair under (float32 rounding of the square root may lift a product just below it to
+    the threshold), so every row decode_2023 keeps is among them."""
+    t = float(np.float32(score_threshold))
+    floor = float(np.float32(t * t * (1 - 2.0**-20)))
+    levels = tuple((s, (f"cls_{s}", f"obj_{s}"), (f"bbox_{s}", f"kps_{s}")) for s in STRIDES)
+    return Candidates(levels=levels, floor=floor)
 
 
 def prior_boxes_2022(pad_h: int, pad_w: int) -> np.ndarray:
@@ -288,10 +322,15 @@ class YuNet(Family):
         run over the whole input: its programs are one per size)."""
         return crop_2023 if self.generation == "2023mar" else None
 
-    def photo_layout(self, bucket: int) -> PhotoLayout:
+    def photo_layout(self, bucket: int, score: float | None = None) -> PhotoLayout:
         """YuNet's blob (BGR, raw, zero-padded to multiples of 32) for a runner to make from the photo's bytes;
-        2023mar's heads cut to a smaller photo's (`crop`), so its photos may share a bucket's program."""
-        return PhotoLayout(blob=make_blob, align=PAD_DIVISOR, bgr=True, crop=self.crop, bucket=bucket)
+        2023mar's heads cut to a smaller photo's (`crop`), so its photos may share a bucket's program. score: the
+        threshold faces are kept at: at SELECT_SCORE or above, a 2023mar photo's heads may come back as the rows
+        passing it (select_2023), read back instead of every head."""
+        select = None
+        if self.generation == GENERATION_2023 and score is not None and score >= SELECT_SCORE:
+            select = select_2023(score)
+        return PhotoLayout(blob=make_blob, align=PAD_DIVISOR, bgr=True, crop=self.crop, bucket=bucket, select=select)
 
     def layout(self, rgb) -> tuple[tuple[int, int, int, int], Frame]:
         """The network input's shape for `rgb` (padded to multiples of 32) and its Frame, without the blob."""
@@ -303,7 +342,10 @@ class YuNet(Family):
         return make_blob(rgb), self.layout(rgb)[1]
 
     def decode_rows(self, outputs, frame, score, nms, top_k) -> np.ndarray:
-        """OpenCV's N x 15 rows, in cv2.FaceDetectorYN.detect's order."""
+        """OpenCV's N x 15 rows, in cv2.FaceDetectorYN.detect's order (`outputs`: the heads by name, or their
+        candidate rows a device chose, runner.Selected)."""
+        if isinstance(outputs, Selected):
+            return suppress(decode_2023_selected(outputs, score), score, nms, top_k)
         return _decode_rows(self.generation, outputs, frame.input_height, frame.input_width, score, nms, top_k)
 
     def decode(self, outputs, frame, score, nms, top_k):

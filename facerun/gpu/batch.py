@@ -27,6 +27,7 @@ from . import pace, readback
 from .arena import GROWTH
 from .photo import ITEMS, _buffers
 from .plan import flat_grid
+from .select import selection
 
 SETS = 2  # submissions in flight: the GPU runs one while the host fills the other
 ALIGN = 256  # offsets inside the upload and read-back buffers (copies need 4; 256 keeps photos apart)
@@ -45,8 +46,10 @@ def _up(n: int, step: int = ALIGN) -> int:
 class Pending:
     """A submitted batch: `result()` waits for it (it alone) and gives each photo's outputs (uncut), in order."""
 
-    def __init__(self, batch: PhotoBatch, items: int, staging, per_item: int, index: int | None):
+    def __init__(self, batch: PhotoBatch, items: int, staging, per_item: int, index: int | None, chosen=None,
+                 sizes=None):
         self.batch, self.items, self.staging, self.per_item, self.index = batch, items, staging, per_item, index
+        self.chosen, self.sizes = chosen, sizes  # a select.Selection and the photos' sizes: candidate rows read back
         self._outputs: list | None = None
         self._error: GpuError | None = None
 
@@ -150,9 +153,11 @@ class PhotoBatch:
         return s
 
     # ---- running
-    def submit(self, items: list, bgr: bool, align: int) -> Pending:
+    def submit(self, items: list, bgr: bool, align: int, select=None) -> Pending:
         """Submit photos `items` [(rgb, photo)]: rgb h x w x 3 (or x 4) uint8 within `photo`, photo the padded
-        (rows, columns) it is masked to (None: the whole input). GpuError on a bad item or a device failure."""
+        (rows, columns) it is masked to (None: the whole input). GpuError on a bad item or a device failure.
+        select: a runner.Candidates: each photo's candidate rows come back (runner.Selected; None for a photo of
+        more rows than the device holds) instead of its outputs."""
         gp = self.gp
         (_, slot, v), = gp.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
@@ -167,7 +172,11 @@ class PhotoBatch:
             params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr),
                                            pixel=pixel)
             layout.append((_up(data.size, 4), data, params, photo))
-        per_item = _up(gp.staging_bytes)
+        chosen = selection(gp, select) if select is not None else None
+        per_item = _up(gp.staging_bytes if chosen is None else chosen.read_bytes)
+        if chosen is not None and len(layout) > K.PHOTO_ITEMS:
+            raise GpuError(f"a batch of candidate rows takes at most {K.PHOTO_ITEMS} photos, not {len(layout)}")
+        sizes = np.array([photo if photo is not None else (ph, pw) for *_, photo in layout], np.uint32)
         offsets, at = [], 0
         for nbytes, _, _, _ in layout:
             offsets.append(at)
@@ -187,6 +196,8 @@ class PhotoBatch:
                 for (nbytes, data, params, _), off in zip(layout, offsets):
                     _write(queue, upload, off, data)
                     queue.write_buffer(upload, off + _up(nbytes), params)
+                if chosen is not None:
+                    queue.write_buffer(gp.arena.photos, 0, sizes)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
@@ -197,7 +208,10 @@ class PhotoBatch:
                     at_params = self._param_offset(photo)  # may make the store: before naming it
                     enc.copy_buffer_to_buffer(self.store, at_params, gp.arena.uniform, 0, len(gp.params))
                     gp.encode_pass(enc, first=first)
-                    gp.copy_outputs(enc, staging, i * per_item)
+                    if chosen is None:
+                        gp.copy_outputs(enc, staging, i * per_item)
+                    else:
+                        chosen.copy(enc, chosen.record(enc, 1, first=i), i, staging, i * per_item)
                 commands = enc.finish()
                 if clock:
                     t = clock.lap(phases.RECORD, t)
@@ -212,7 +226,7 @@ class PhotoBatch:
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_batches")
-        pending = Pending(self, len(layout), staging, per_item, index)
+        pending = Pending(self, len(layout), staging, per_item, index, chosen, sizes)
         s["pending"] = pending
         _ring(gp.arena).pending[s["ring"]] = pending
         return pending
@@ -221,6 +235,10 @@ class PhotoBatch:
         gp = self.gp
         flat = _read(gp, pending, pending.per_item * pending.items)
         if flat is None:
+            return
+        if pending.chosen is not None:
+            pending._outputs = [pending.chosen.unpack(flat, i * pending.per_item, tuple(pending.sizes[i]))
+                                for i in range(pending.items)]
             return
         pending._outputs = [gp._unpack(flat, i * pending.per_item) for i in range(pending.items)]
 

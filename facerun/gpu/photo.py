@@ -17,11 +17,12 @@ import numpy as np
 
 from .. import counters, phases
 from ..errors import GpuError
-from ..runner import PhotoLayout
+from ..runner import Candidates, PhotoLayout, Selected, select_rows
 from . import kernels as K
 from . import masking
 from .arena import GROWTH
 from .plan import flat_grid
+from .select import selection
 
 log = logging.getLogger("facerun.gpu")
 
@@ -93,6 +94,7 @@ class PhotoInput:
         self._key = None
         self._batch = None  # batch.PhotoBatch, made at the first batch of photos (batch.batch_of)
         self._items_batch = None  # batch.ItemsBatch of a batch program, made at its first batch (batch.items_of)
+        self._selections: dict = {}  # runner.Candidates -> select.Selection, made at its first run
 
     @property
     def input_hw(self) -> tuple[int, int] | None:
@@ -151,13 +153,14 @@ class PhotoInput:
         return photo
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
-                  align: int = 32) -> dict[str, np.ndarray]:
+                  align: int = 32, select: Candidates | None = None):
         """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
         R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
         device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
         right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
         programs of one 1 x 3 x H x W input. photo, align: as in GpuProgram.run (the photo's padded size; `rgb`
-        within it)."""
+        within it). select: only these candidate rows of the outputs come back (select.py), as a runner.Selected
+        over the photo's size, or None when the photo has more than they hold."""
         gp = self.gp
         (_, slot, v), = gp.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
@@ -175,6 +178,8 @@ class PhotoInput:
         whole = data.size - data.size % 4
         gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
         params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
+        chosen = selection(gp, select) if select is not None else None
+        size = np.array(photo if photo is not None else (ph, pw), np.uint32)
 
         def prepare():
             gp.current(photo)
@@ -187,29 +192,39 @@ class PhotoInput:
             if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
                 queue.write_buffer(bufs.image, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
             queue.write_buffer(bufs.params, 0, params)
+            if chosen is not None:
+                queue.write_buffer(gp.arena.photos, 0, size)
             if clock:
                 t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
-            current = (bufs.generation, gp.generation)
+            current = (bufs.generation, gp.generation, id(chosen))
             if commands is None or commands[0] != current:
-                commands = (current, self._commands(bufs, slot, gx, gy))
+                commands = (current, self._commands(bufs, slot, gx, gy, chosen))
             self._key = commands[0]
             if clock:
                 clock.lap(phases.RECORD, t)
+            if chosen is not None:
+                return commands[1], gp.staging, chosen.read_bytes
             return commands[1], gp.staging
 
         def record_next():
             if gp.raw:
-                self._ready = (self._key, self._commands(_buffers(gp.arena, 0), slot, gx, gy))
+                self._ready = (self._key, self._commands(_buffers(gp.arena, 0), slot, gx, gy, chosen))
 
-        return gp.submit_run(prepare, record_next)
+        if chosen is None:
+            return gp.submit_run(prepare, record_next)
+        return gp.submit_run(prepare, record_next, lambda flat: chosen.unpack(flat, 0, tuple(size)))
 
-    def _commands(self, bufs: _Buffers, slot: int, gx: int, gy: int):
-        """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied."""
+    def _commands(self, bufs: _Buffers, slot: int, gx: int, gy: int, chosen=None):
+        """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied (or
+        only the candidate rows `chosen`, a select.Selection, chosen and copied)."""
         gp = self.gp
         enc = gp.dev.device.create_command_encoder(label="facerun photo")
         gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGE), self.layout_group(bufs, slot), gx, gy))
-        gp.copy_outputs(enc, gp.staging, 0)
+        if chosen is None:
+            gp.copy_outputs(enc, gp.staging, 0)
+        else:
+            chosen.copy(enc, chosen.record(enc, 1), 0, gp.staging, 0)
         return enc.finish()
 
     def layout_group(self, bufs: _Buffers, slot: int):
@@ -233,6 +248,14 @@ class PhotoInput:
         return gp.arena.bind_group(key, make)
 
 
+def _same(a, b) -> bool:
+    """Two runs' outputs alike bit for bit: both candidate rows (runner.Selected) or both outputs by name."""
+    if isinstance(a, Selected) or isinstance(b, Selected):
+        return (isinstance(a, Selected) and isinstance(b, Selected)
+                and np.array_equal(a.rows.view(np.uint32), b.rows.view(np.uint32)))
+    return all(np.array_equal(a[k], b[k]) for k in b)
+
+
 class PhotoChecks:
     """One model's photo path on the GPU, and what its checks found: `image_layout` (the device's layout of photos
     gave the CPU's blob's outputs; None: not tried yet) and `masks_agree` (a photo masked in a larger program gave
@@ -246,6 +269,7 @@ class PhotoChecks:
         self.batches_agree: bool | None = None  # the first batch of photos gave each photo's own run's outputs
         # the first batch in a batch program gave each photo's run in its bucket's program (within the tolerance)
         self.items_agree: bool | None = None
+        self.select_agree: bool | None = None  # the device's candidate rows were the host's choice (select.py)
 
     @property
     def masked(self) -> bool:
@@ -297,6 +321,10 @@ class PhotoChecks:
             clock.lap(phases.PROGRAM, t)
         if photo is not None and (not self.masks_agree or gp.mask_reason(align) is not None):
             return None
+        if self.image_layout is True and self.selects(layout):
+            chosen = self._selected(gp, rgb, layout, photo, align)
+            if chosen is not None:
+                return chosen
         got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
         if self.image_layout is None:
             blob = layout.blob(rgb)
@@ -316,6 +344,31 @@ class PhotoChecks:
             clock.lap(phases.CUT, t)
         return got
 
+    def selects(self, layout: PhotoLayout) -> bool:
+        """Whether runs read back only the layout's candidate rows: asked for, and not found wrong."""
+        return layout.select is not None and self.select_agree is not False
+
+    def _selected(self, gp, rgb, layout: PhotoLayout, photo, align: int):
+        """A photo's candidate rows (runner.Selected) through the compiled `gp`, or None: run it reading its heads
+        (more rows than the device holds, or the check found them wrong). The first photo is also run reading its
+        heads: the rows the host chooses from those (runner.select_rows) must be the device's, bit for bit, or the
+        device does not choose rows again."""
+        spec = layout.select
+        got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align, select=spec)
+        if got is None:
+            counters.bump("gpu_select_overflows")
+            return None
+        if self.select_agree is None:
+            hw = tuple(gp.prog.input_shape[2:])
+            full = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
+            want = select_rows(full if photo is None else layout.crop(full, hw, tuple(photo)), spec, got.photo_hw)
+            same = np.array_equal(want.rows.view(np.uint32), got.rows.view(np.uint32))
+            self.select_agree = same
+            if not same:
+                log.warning("the GPU's candidate rows differ from the host's choice; photos read their heads whole")
+                return None
+        return got
+
     def submit(self, prog, items: list, layout: PhotoLayout, batch_of):
         """`prog` on photos `items` [(rgb, photo)] in one submission (batch.py), each masked to its `photo` (None:
         the whole input): a function giving each photo's outputs (cut to its photo) in order, or None: run them one
@@ -329,19 +382,32 @@ class PhotoChecks:
         gp = self.model.compile(prog)
         if masked and (not self.masks_agree or gp.mask_reason(align) is not None):
             return None
-        pending = batch_of(gp).submit(items, layout.bgr, align)
+        select = layout.select if self.select_agree is True else None  # checked on a photo of its own first
+        pending = batch_of(gp).submit(items, layout.bgr, align, select)
         hw = tuple(prog.input_shape[2:])
+
+        def cut(out, photo):
+            return out if photo is None or isinstance(out, Selected) else crop(out, hw, tuple(photo))
 
         def result() -> list:
             outs = pending.result()
+            if select is not None:  # a photo of more rows than the device holds: its heads, from a run of its own
+                full = [o is None for o in outs]
+                outs = [o if o is not None else gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
+                        for o, (rgb, photo) in zip(outs, items)]
+                counters.bump("gpu_select_overflows", sum(full))
             if self.batches_agree is None:
-                singles = [gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align) for rgb, photo in items]
-                same = all(np.array_equal(a[k], b[k]) for a, b in zip(outs, singles) for k in b)
+                if select is not None:  # each photo's own run choosing its rows
+                    singles = [self._selected(gp, rgb, layout, photo, align) for rgb, photo in items]
+                    singles = [s if s is not None else o for s, o in zip(singles, outs)]
+                else:
+                    singles = [gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align) for rgb, photo in items]
+                same = all(_same(a, b) for a, b in zip(outs, singles))
                 self.batches_agree = same
                 if not same:
                     log.warning("a batch of photos differs from its photos' own runs; photos run one at a time")
                     outs = singles
-            return [o if photo is None else crop(o, hw, tuple(photo)) for o, (_, photo) in zip(outs, items)]
+            return [cut(o, photo) for o, (_, photo) in zip(outs, items)]
 
         return result
 

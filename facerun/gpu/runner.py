@@ -261,21 +261,22 @@ class GpuProgram:
 
         return self.submit_run(prepare, record_next)
 
-    def submit_run(self, prepare, record_next) -> dict[str, np.ndarray]:
-        """One run's submission (the lock held, at the GPU's pace) and its outputs by name."""
+    def submit_run(self, prepare, record_next, unpack=None):
+        """One run's submission (the lock held, at the GPU's pace) and its outputs by name (or what
+        `unpack(read-back)` makes of them)."""
         with self.lock, pace.turn():
             flat = self._submit("the program", prepare, record_next)
         clock = phases.current()
         t = phases.perf_counter_ns() if clock else 0
-        out = self._unpack(flat)
+        out = self._unpack(flat) if unpack is None else unpack(flat)
         if clock:
             clock.lap(phases.CUT, t)
         return out
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
-                  align: int = 32) -> dict[str, np.ndarray]:
+                  align: int = 32, select=None):
         """The program on one photo laid out on the device (photo.PhotoInput.run_image)."""
-        return self.photo.run_image(rgb, bgr, photo, align)
+        return self.photo.run_image(rgb, bgr, photo, align, select)
 
     def run_many(self, items: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
         """Several independent inputs through this program in ONE submission: for each item, its inputs copied into
@@ -317,12 +318,13 @@ class GpuProgram:
         return kept[1], kept[2]
 
     def _submit(self, what: str, prepare, after_submit=None) -> np.ndarray:
-        """Record (`prepare` -> command buffer, staging buffer), submit, wait and read the staging buffer back,
-        watching for device errors: one at submit or read-back marks the device broken and raises GpuError."""
+        """Record (`prepare` -> command buffer, staging buffer[, the bytes of it to read]), submit, wait and read
+        the staging buffer back, watching for device errors: one at submit or read-back marks the device broken and
+        raises GpuError."""
         if D.broken_reason():
             raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
         try:
-            commands, staging = prepare()
+            commands, staging, *nbytes = prepare()
         except Exception as e:
             raise GpuError(f"recording the GPU work failed: {short_error(e)}") from None
         seen = D.errors_seen()[0]
@@ -342,7 +344,7 @@ class GpuProgram:
                     clock.lap(phases.RECORD, t)
             if D.take_injected("readback"):
                 raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
-            data = readback.read(self.dev.device, staging)
+            data = readback.read(self.dev.device, staging, None, *nbytes)
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
         except Exception as e:
