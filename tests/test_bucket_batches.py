@@ -48,7 +48,10 @@ def test_a_photo_detectors_batch_programs_are_checked_apart_once(monkeypatch):
 def detector(gpu):
     if len(PHOTOS) < 7:
         pytest.skip(f"the WIDER sample not found in {DATA} (set FACERUN_DATA)")
-    det = Detector("yunet-2023mar", device="gpu", max_side=512)
+    with pytest.MonkeyPatch.context() as mp:  # the heads whole, to compare by name (test_select.py: their rows)
+        mp.setenv("FACERUN_PHOTO_SELECT", "off")
+        det = Detector("yunet-2023mar", device="gpu", max_side=512)
+    assert det.net.workload.photo.select is None
     det.detect(load_image(PHOTOS[1])[:120, :160])  # the model's check and the first photo's layout check
     return det
 
