@@ -162,3 +162,27 @@ def test_a_library_run_choosing_rows_finds_the_faces_of_the_heads(detectors, tmp
     assert sum(len(r.faces) for r in want) > 0
     for a, b in zip(want, got):
         assert [(f.box, f.score) for f in a.faces] == [(f.box, f.score) for f in b.faces]
+
+
+def test_batch_programs_choose_rows_once_they_agreed(detectors, monkeypatch):
+    """In a bucket's program of N items (FACERUN_PHOTO_ITEMS): the first batch reads its heads (its check against
+    the photos' own runs), the next ones each item's rows, giving the photos' faces (to rounding: the batch
+    program's kernels may sum in another order)."""
+    on, off = detectors
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
+    crops = _crops(0)
+    on.run_network(on.prepare(crops[0]))  # rows chosen on a photo of its own first (checked there)
+    assert on.net.runner.photos.select_agree is True
+    first = on.submit_networks([on.prepare(c) for c in crops])()
+    assert on.net.runner.photos.items_agree is True and not any(isinstance(p.outputs, Selected) for p in first)
+    before = counters.snapshot().get("gpu_photo_item_batches", 0)
+    again = on.submit_networks([on.prepare(c) for c in crops])()
+    assert counters.snapshot().get("gpu_photo_item_batches", 0) - before == 1
+    found = 0
+    for p, c in zip(again, crops):
+        assert isinstance(p.outputs, Selected)
+        want = [np.round(f.box, 2).tolist() for f in off.faces_from(off.run_network(off.prepare(c)))]
+        assert [np.round(f.box, 2).tolist() for f in on.faces_from(p)] == want
+        found += len(want)
+    assert found > 0

@@ -330,10 +330,11 @@ class ItemsBatch:
         at = _up(16 * self.items) + sum(_up(rgb.nbytes) for rgb, _ in items)
         return at <= self.gp.dev.limits.max_binding
 
-    def submit(self, items: list, bgr: bool, align: int) -> Pending:
+    def submit(self, items: list, bgr: bool, align: int, select=None) -> Pending:
         """Submit photos `items` [(rgb, photo)] (at most the program's N; the rest of the batch is zeros): rgb
         h x w x 3 (or x 4) uint8 within `photo`, photo the padded (rows, columns) it is masked to (None: the whole
-        input). GpuError on a bad item or a device failure."""
+        input). GpuError on a bad item or a device failure. select: a runner.Candidates: each photo's candidate
+        rows come back (runner.Selected; None for a photo of more rows than the device holds), not its outputs."""
         gp, n, ph, pw = self.gp, self.items, self.ph, self.pw
         if not 0 < len(items) <= n:
             raise GpuError(f"a batch program of {n} items takes 1 to {n} photos, not {len(items)}")
@@ -358,7 +359,11 @@ class ItemsBatch:
             clock = phases.current()
             try:
                 gp.current(ITEMS)
-                copies, nbytes = self._copies(len(items))
+                chosen = selection(gp, select) if select is not None else None
+                if chosen is None:
+                    copies, nbytes = self._copies(len(items))
+                else:
+                    copies, nbytes = [], _up(chosen.read_bytes) * len(items)
                 # the ring's next buffer: the batch before last read first (its own wait and read-back)
                 ring, staging = _ring(gp.arena).take(gp.dev.device, nbytes)
                 t = phases.perf_counter_ns() if clock else 0
@@ -377,6 +382,10 @@ class ItemsBatch:
                 for _, slot, offset, size, _ in copies:
                     if slot is not None:
                         enc.copy_buffer_to_buffer(gp.buffers[slot], 0, staging, offset, size)
+                if chosen is not None:
+                    out = chosen.record(enc, len(items))
+                    for k in range(len(items)):
+                        chosen.copy(enc, out, k, staging, k * _up(chosen.read_bytes))
                 commands = enc.finish()
                 if clock:
                     t = clock.lap(phases.RECORD, t)
@@ -388,7 +397,7 @@ class ItemsBatch:
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_item_batches")
-        pending = Pending(self, len(items), staging, nbytes, index)
+        pending = Pending(self, len(items), staging, nbytes, index, chosen, sizes[: len(items)])
         _ring(gp.arena).pending[ring] = pending
         return pending
 
@@ -414,6 +423,11 @@ class ItemsBatch:
     def _collect(self, pending: Pending) -> None:
         flat = _read(self.gp, pending, pending.per_item)
         if flat is None:
+            return
+        if pending.chosen is not None:
+            step = _up(pending.chosen.read_bytes)
+            pending._outputs = [pending.chosen.unpack(flat, k * step, tuple(pending.sizes[k]))
+                                for k in range(pending.items)]
             return
         whole = {}
         for name, slot, offset, size, shape in self._copies(pending.items)[0]:

@@ -430,14 +430,23 @@ class PhotoChecks:
         batch = items_of(gb)
         if not batch.fits(items):  # the photos' bytes past one binding: once a photo in one submission
             return None
-        pending = batch.submit(items, layout.bgr, align)
+        # rows chosen once the batch programs agreed (their heads may differ from a photo's own by rounding)
+        select = layout.select if self.select_agree is True and self.items_agree is True else None
+        pending = batch.submit(items, layout.bgr, align, select)
         hw = tuple(prog.input_shape[2:])
 
         def cut(outs) -> list:
-            return [o if photo is None else crop(o, hw, tuple(photo)) for o, (_, photo) in zip(outs, items)]
+            return [o if photo is None or isinstance(o, Selected) else crop(o, hw, tuple(photo))
+                    for o, (_, photo) in zip(outs, items)]
 
         def result() -> list:
-            outs = cut(pending.result())
+            outs = pending.result()
+            if select is not None:  # a photo of more rows than the device holds: its heads, from a run of its own
+                gp = self.model.compile(prog)
+                counters.bump("gpu_select_overflows", sum(o is None for o in outs))
+                outs = [o if o is not None else gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
+                        for o, (rgb, photo) in zip(outs, items)]
+            outs = cut(outs)
             if self.items_agree is None:
                 gp = self.model.compile(prog)
                 singles = cut([gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align) for rgb, photo in items])
