@@ -1,6 +1,6 @@
 # call 2 of stop 45: candidate rows chosen on the device (FACERUN_PHOTO_SELECT, on by default) against the heads read
-# back whole (off), alternating in one call, the 4120 photos at batch 1 and 8 (a photo a run); decoding in
-# processes; then who holds the interpreter lock with rows chosen (py-spy --gil, benchmarks/gil_share.py)
+# back whole (off), alternating in one call, the 4120 photos at batch 1 and 8 (a photo a run); batch programs;
+# decoding in processes; then who holds the interpreter lock with rows chosen (py-spy --gil, benchmarks/gil_share.py)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 for round in 1 2; do
@@ -9,6 +9,9 @@ for round in 1 2; do
       FACERUN_PHOTO_BATCH=$b FACERUN_PHOTO_SELECT=$sel row $PWD b$b-$sel-r$round photos /tmp/p20 --paths gpu
     done
   done
+done
+for sel in off on; do  # batch programs (one pass a batch)
+  FACERUN_PHOTO_BATCH=8 FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_SELECT=$sel row $PWD items-b8-$sel photos /tmp/p20 --paths gpu
 done
 for sel in off on; do
   FACERUN_PHOTO_BATCH=8 FACERUN_PHOTO_SELECT=$sel row $PWD dp-b8-$sel photos /tmp/p20 --paths gpu-decoder-processes
