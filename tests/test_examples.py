@@ -226,3 +226,26 @@ def test_the_ab_command_line_parses_models_and_fails_in_one_line(capsys):
     assert capsys.readouterr().err == "error: no such model: nope\n"
     with pytest.raises(SystemExit):
         ab.ab_main("A/B", seen.extend, ["sface-arch:0"])
+
+
+def test_gil_share_splits_the_lock_by_thread_role(tmp_path):
+    """benchmarks/gil_share.py on py-spy's raw format: each role's share of the samples, as ms a photo, and the
+    functions under it; a missing file is one line and exit 1."""
+    raw = tmp_path / "gil.txt"
+    raw.write_text(
+        "thread (0x1): MainThread;<module> (<string>:1);_pipelined (facerun/face/library.py:480);"
+        "submit (facerun/gpu/batch.py:190) 30\n"
+        "thread (0x2): facerun-decode_0;_worker (concurrent/futures/thread.py:83);"
+        "_decode (facerun/face/library.py:191);load_photo_shrunk (facerun/face/images.py:89) 10\n"
+        "thread (0x3): facerun-post_1;_post (facerun/face/library.py:241) 10\n")
+    done = run_benchmark("gil_share.py", raw, "--rate", "100", "--photos", "10")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("50 samples")
+    shares = {line.split()[0]: line.split()[1:4] for line in lines[1:4]}
+    assert shares["feeding"] == ["60.0%", "30.000", "ms/photo"]  # 30 samples at 100/s over 10 photos
+    assert shares["decode"][0] == shares["post"][0] == "20.0%"
+    assert any("load_photo_shrunk (face/images.py)" in line for line in lines)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    missing = subprocess.run([sys.executable, str(BENCHMARKS / "gil_share.py"), str(tmp_path / "none.txt")],
+                             capture_output=True, text=True, env=env)
+    assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
