@@ -6,7 +6,9 @@
 Each sample is the one thread holding the lock at that moment (--gil), so the samples of a thread's role (decoding
 threads, post-processing threads, the thread feeding the network, the rest) are its share of the lock; with the
 rate and the photo count they are milliseconds of lock a photo. Prints each role's share, then per role the facerun
-functions the lock was held under (inclusive) and the leaves it was held in (self).
+functions the lock was held under (inclusive), the leaves it was held in (self) and the innermost facerun line.
+Recorded with --idle instead of --gil, the samples are every thread's whole time, waits included (where a thread
+waits is its innermost facerun line).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from collections import Counter, defaultdict
 
 ROLES = (("facerun-decode", "decode"), ("facerun-post", "post"), ("MainThread", "feeding"))
-_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^:()]+)(?::\d+)?\)$")
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^:()]+)(?P<line>:\d+)?\)$")
 
 
 def role_of(thread: str) -> str:
@@ -36,25 +38,29 @@ def parse(lines):
         yield role_of(parts[0]), parts[1:], int(count)
 
 
-def short(frame: str) -> str:
+def short(frame: str, line: bool = False) -> str:
     m = _FRAME.match(frame)
     if not m:
         return frame
     path = m.group("file")
     keep = path.split("facerun/", 1)[-1] if "facerun/" in path else path.rsplit("/", 1)[-1]
-    return f"{m.group('func')} ({keep})"
+    return f"{m.group('func')} ({keep}{m.group('line') or '' if line else ''})"
 
 
 def summary(lines, rate: float, photos: int, top: int = 10) -> str:
     roles: Counter = Counter()
     inclusive: dict[str, Counter] = defaultdict(Counter)
     leaves: dict[str, Counter] = defaultdict(Counter)
+    innermost: dict[str, Counter] = defaultdict(Counter)  # the innermost facerun frame, with its line
     for role, frames, n in parse(lines):
         roles[role] += n
         for f in {short(f) for f in frames if "facerun/" in f}:
             inclusive[role][f] += n
         if frames:
             leaves[role][short(frames[-1])] += n
+        ours = [f for f in frames if "facerun/" in f]
+        if ours:
+            innermost[role][short(ours[-1], line=True)] += n
     total = sum(roles.values())
     if not total:
         return "no samples"
@@ -72,6 +78,8 @@ def summary(lines, rate: float, photos: int, top: int = 10) -> str:
         out += [f"  {100 * c / total:5.1f}%  {ms(c)}  {f}" for f, c in under]
         out.append(f"== {role}: in (self)")
         out += [f"  {100 * c / total:5.1f}%  {ms(c)}  {f}" for f, c in leaves[role].most_common(top)]
+        out.append(f"== {role}: at (the innermost facerun line)")
+        out += [f"  {100 * c / total:5.1f}%  {ms(c)}  {f}" for f, c in innermost[role].most_common(top)]
     return "\n".join(out)
 
 
