@@ -29,6 +29,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from time import perf_counter_ns
 
+# What the feeding thread waits for, outside its busy time: the photo next in order from the decoders, a photo's
+# post-processing (in order), and the consumer of its results (progress bars, the index, a bench row).
+WAITS = ("decoders", "post", "consumer")
+(ON_DECODERS, ON_POST, ON_CONSUMER) = WAITS
 PHASES = ("decode", "program", "params", "upload", "record", "submit", "wait", "readback", "cut", "cpu", "post",
           "embed", "python")
 (DECODE, PROGRAM, PARAMS, UPLOAD, RECORD, SUBMIT, WAIT, READBACK, CUT, CPU, POST, EMBED, PYTHON) = range(len(PHASES))
@@ -38,11 +42,12 @@ class PhaseClock:
     """Nanoseconds per phase (`ns[PROGRAM]` ...), and `busy_ns`: the feeding thread's busy time measured on its own
     (the loop's time less its waits), which the phases should add up to."""
 
-    __slots__ = ("ns", "busy_ns")
+    __slots__ = ("ns", "busy_ns", "idle_ns")
 
     def __init__(self):
         self.ns = [0] * len(PHASES)
         self.busy_ns = 0
+        self.idle_ns = dict.fromkeys(WAITS, 0)  # the feeding thread's waits, by what it waited for (WAITS)
 
     def add(self, phase: int, ns: int) -> None:
         self.ns[phase] += ns
@@ -96,16 +101,25 @@ class Busy:
     def __init__(self, clock: PhaseClock):
         self.clock, self.since = clock, None
         self.before = self.stopped = clock.total_ns()
+        self.waiting: tuple[str, int] | None = None  # (what for, since when) while stopped by a wait
 
     def start(self) -> None:
         self.since = perf_counter_ns()
         self.clock.busy_ns += self.clock.total_ns() - self.stopped
+        if self.waiting is not None:
+            what, since = self.waiting
+            self.clock.idle_ns[what] += self.since - since
+            self.waiting = None
 
-    def stop(self) -> None:
+    def stop(self, waiting_for: str | None = None) -> None:
+        """Busy time stops (`waiting_for`: one of WAITS, the wait until start() is counted there)."""
         if self.since is not None:
-            self.clock.busy_ns += perf_counter_ns() - self.since
+            now = perf_counter_ns()
+            self.clock.busy_ns += now - self.since
             self.since = None
             self.stopped = self.clock.total_ns()
+            if waiting_for is not None:
+                self.waiting = (waiting_for, now)
 
     def close(self) -> None:
         self.stop()
@@ -116,9 +130,9 @@ class Busy:
 def handed(results: Iterable, busy: Busy) -> Iterator:
     """`results` yielded on, the consumer's time not counted as the feeding thread's."""
     for result in results:
-        busy.stop()
+        busy.stop(ON_CONSUMER)
         yield result
         busy.start()
 
 
-__all__ = ["PHASES", "Busy", "PhaseClock", "current", "handed", "perf_counter_ns", "recording", "swap"]
+__all__ = ["PHASES", "WAITS", "Busy", "PhaseClock", "current", "handed", "perf_counter_ns", "recording", "swap"]

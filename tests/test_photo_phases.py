@@ -51,6 +51,10 @@ def test_the_cpu_runs_phases_add_up_to_the_feeding_threads_busy_time(cpu_detecto
     assert all(share[k] == 0 for k in ("params", "upload", "record", "submit", "wait", "readback"))
     # the interpreter's own time is a part of the detect stage's (which also holds the Python around it)
     assert stats.clock.ns[phases.CPU] <= stats.seconds["detect"] * 1e9
+    # the loop's time is its busy time and its waits (the first photo's decode, its results handed on)
+    idle = stats.clock.idle_ns
+    assert set(idle) == set(phases.WAITS) and idle["consumer"] > 0 and idle["decoders"] > 0
+    assert 0.8 * stats.wall_s * 1e9 <= stats.clock.busy_ns + sum(idle.values()) <= 1.01 * stats.wall_s * 1e9
 
     stats, out = _run(cpu_detector, photos, "serial")
     share = _adds_up(stats.clock, stats.wall_s)
@@ -95,6 +99,7 @@ def test_bench_photos_has_the_decode_rows_vs_decode_and_the_phases(tmp_path):
         assert set(s["phases"]) == set(phases.PHASES)
         assert sum(s["phases"].values()) == pytest.approx(s["feeding"], rel=TOLERANCE, abs=1e-3)
         assert s["phases"]["cpu"] > 0
+        assert set(s["waiting"]) == set(phases.WAITS)
 
     table = CliRunner().invoke(cli, args)
     assert table.exit_code == 0, table.output

@@ -146,6 +146,7 @@ def _fill(row: PhotoRow, stats, paid: dict) -> float:
         # the thread feeding the network: its busy seconds, and their split by phase (facerun.phases)
         row.seconds["feeding"] = round(clock.busy_ns / 1e9, 4)
         row.seconds["phases"] = {k: round(v, 5) for k, v in clock.seconds().items()}
+        row.seconds["waiting"] = {k: round(v / 1e9, 4) for k, v in clock.idle_ns.items()}
     row.one_off_seconds = {k[:-2]: round(v, 4) for k, v in sorted(paid.items()) if k.endswith("_s")}
     return wall
 

@@ -95,7 +95,11 @@ def phases_line(seconds: dict, photos: int) -> str:
     """The feeding thread's ms a photo by phase (facerun.phases), the phases it spent no time in left out."""
     per = {k: v * 1000.0 / photos for k, v in seconds["phases"].items()}
     shown = ", ".join(f"{k} {v:.2f}" for k, v in per.items() if v >= 0.005)
-    return f"feeding thread {seconds['feeding'] * 1000.0 / photos:.2f} ms a photo: {shown}"
+    line = f"feeding thread {seconds['feeding'] * 1000.0 / photos:.2f} ms a photo: {shown}"
+    waits = {k: v * 1000.0 / photos for k, v in (seconds.get("waiting") or {}).items()}
+    if any(v >= 0.005 for v in waits.values()):
+        line += "; waiting on " + ", ".join(f"{k} {v:.2f}" for k, v in waits.items() if v >= 0.005)
+    return line
 
 
 def print_photos(result: dict) -> None:

@@ -499,7 +499,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                     photo = _decode(path, detector, stats, draft)
                     stats.clock.lap(phases.DECODE, start)
                 else:
-                    busy.stop()  # waiting on the decoders is no busy time
+                    busy.stop(phases.ON_DECODERS)  # waiting on the decoders is no busy time
                     photo = head.result()
                     busy.start()
                 top_up()
@@ -521,7 +521,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
             # (its latency is what a user sees first) or when nothing else is left
             while posting and (posting[0].done() or len(posting) > posters + 1 + buckets.held or not decoding
                                or stats.first_photo_s is None):
-                busy.stop()
+                busy.stop(phases.ON_POST)
                 done_photo = posting.popleft().result()
                 busy.start()
                 yield from phases.handed(batcher.add(done_photo), busy)

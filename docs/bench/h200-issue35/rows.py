@@ -24,6 +24,9 @@ for r in data["rows"]:
               f"first {r.get('first_photo_ms') or 0:.0f} ms checks {r.get('gpu_checks')} agree {(r.get('agree_with_cpu') or {}).get('same')}"
               f" batches {r.get('photo_item_batches', '-')}/{r.get('photo_run_batches', '-')} programs {r.get('programs_compiled')}"
               f"{'' if feed is None else f' | feeding {1000 * feed / n:.2f} ms/photo: {ph}'}")
+        waits = s.get("waiting")
+        if waits and feed is not None:
+            print(f"{'':>16} waiting on " + " ".join(f"{k} {1000 * v / n:.2f}" for k, v in waits.items()) + " ms/photo")
         if r.get("bottleneck") and r.get("faces"):
             print(f"{'':>16} {r['bottleneck']}")
     elif r.get('median_ms') is None:
