@@ -192,8 +192,8 @@ def test_a_mask_that_disagrees_in_the_check_leaves_photos_in_their_own_programs(
     # the family's layout with a crop that takes the wrong rows: the check's masked run then differs from the CPU's
     layout_of = yunet.YuNet.photo_layout
 
-    def wrong_rows(family, bucket):
-        right = layout_of(family, bucket)
+    def wrong_rows(family, bucket, score=None):
+        right = layout_of(family, bucket, score)
         return dataclasses.replace(right, crop=lambda out, big, photo: {k: v[:, ::-1] for k, v in right.crop(
             out, big, photo).items()})
 
