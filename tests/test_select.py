@@ -91,6 +91,8 @@ def detectors(gpu):
     assert on.net.workload.photo.select is not None and off.net.workload.photo.select is None
     for det in (on, off):
         det.detect(load_image(PHOTOS[1])[:120, :160])  # the model's check and the first photo's layout check
+    on.detect(_crops(1, [(200, 300)])[0])  # the first photo choosing rows: checked against the host's choice
+    assert on.net.runner.photos.select_agree is True
     return on, off
 
 
@@ -112,7 +114,6 @@ def test_a_photos_rows_give_the_faces_of_its_heads(detectors):
         assert _faces(on, got) == _faces(off, want)
         found += len(_faces(off, want))
     assert found > 0
-    assert on.net.runner.photos.select_agree is True  # the first photo's rows were the host's choice
 
 
 def test_a_batchs_rows_are_each_photos_own(detectors):
@@ -172,8 +173,6 @@ def test_batch_programs_choose_rows_once_they_agreed(detectors, monkeypatch):
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
     crops = _crops(0)
-    on.run_network(on.prepare(crops[0]))  # rows chosen on a photo of its own first (checked there)
-    assert on.net.runner.photos.select_agree is True
     first = on.submit_networks([on.prepare(c) for c in crops])()
     assert on.net.runner.photos.items_agree is True and not any(isinstance(p.outputs, Selected) for p in first)
     before = counters.snapshot().get("gpu_photo_item_batches", 0)

@@ -197,7 +197,7 @@ class PhotoInput:
             if clock:
                 t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
-            current = (bufs.generation, gp.generation, id(chosen))
+            current = (bufs.generation, gp.generation, None if chosen is None else (chosen.spec, chosen.generation()))
             if commands is None or commands[0] != current:
                 commands = (current, self._commands(bufs, slot, gx, gy, chosen))
             self._key = commands[0]

@@ -11,6 +11,7 @@ rows than the region holds (its heads are then read whole).
 
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import numpy as np
@@ -35,26 +36,31 @@ def _up(n: int, step: int = ALIGN) -> int:
 
 
 class _Out:
-    """An arena's candidate regions (one buffer, grown to the largest batch asked for)."""
+    """An arena's candidate regions: one buffer, made for a whole batch of the most items at once (a few MB) so
+    that recorded commands never name a buffer since replaced; `generation` counts replacements all the same."""
 
     def __init__(self):
         self.buffer = None
+        self.generation = 0
 
 
 _OUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # arena -> _Out
+_SERIALS = itertools.count()
 
 
-def _out(arena, nbytes: int):
-    """The arena's candidate buffer, at least `nbytes` (lock held)."""
+def _out(arena, region: int) -> _Out:
+    """The arena's candidate buffer, K.PHOTO_ITEMS regions of `region` bytes at least (lock held)."""
     kept = _OUTS.get(arena)
     if kept is None:
         kept = _OUTS[arena] = _Out()
+    nbytes = K.PHOTO_ITEMS * region
     if kept.buffer is None or kept.buffer.size < nbytes:
         wgpu = _wgpu()
         kept.buffer = arena.dev.device.create_buffer(
             label="facerun candidate rows", size=_up(nbytes),
             usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
-    return kept.buffer
+        kept.generation += 1
+    return kept
 
 
 class Selection:
@@ -63,6 +69,7 @@ class Selection:
 
     def __init__(self, gp, spec: Candidates):
         self.gp, self.spec = gp, spec
+        self.serial = next(_SERIALS)  # names its bind groups in the arena (an id() may come back for another)
         outputs = {name: (vid, slot) for name, vid, slot, _ in gp.outputs}
         hw = gp.photo.input_hw
         if hw is None:
@@ -132,7 +139,8 @@ class Selection:
                             "resource": {"buffer": photos, "offset": 0, "size": photos.size}})
             return dev.create_bind_group(layout=gp.dev.layout, entries=entries)
 
-        return gp.arena.bind_group(("select", id(self), k, level, id(out), gp.generation), make)
+        return gp.arena.bind_group(("select", self.serial, k, level, _out(gp.arena, self.region).generation,
+                                    gp.generation), make)
 
     def record(self, enc, count: int, first: int = 0):
         """Items first .. first + count - 1's candidate rows, after the pass that made their heads (the arena's
@@ -141,7 +149,7 @@ class Selection:
         if first + count > K.PHOTO_ITEMS or (self.items > 1 and first + count > self.items):
             raise GpuError(f"candidate rows of items {first}..{first + count - 1}: past the batch")
         gp = self.gp
-        out = _out(gp.arena, (first + count) * self.region)
+        out = _out(gp.arena, self.region).buffer
         enc.clear_buffer(out, first * self.region, count * self.region)
         cp = enc.begin_compute_pass(label="facerun candidate rows")
         cp.set_pipeline(gp.dev.pipeline(K.SELECT))
@@ -151,6 +159,10 @@ class Selection:
                 cp.dispatch_workgroups(gx, gy, 1)
         cp.end()
         return out
+
+    def generation(self) -> int:
+        """The candidate buffer's generation (lock held): commands recorded in another name a buffer since replaced."""
+        return _out(self.gp.arena, self.region).generation
 
     def copy(self, enc, out, k: int, staging, at: int) -> None:
         """Item k's region (its count and rows) into `staging` from byte `at`."""
