@@ -237,8 +237,7 @@ class PhotoBatch:
         if flat is None:
             return
         if pending.chosen is not None:
-            pending._outputs = [pending.chosen.unpack(flat, i * pending.per_item, tuple(pending.sizes[i]))
-                                for i in range(pending.items)]
+            pending._outputs = _rows(pending, flat, pending.per_item)
             return
         pending._outputs = [gp._unpack(flat, i * pending.per_item) for i in range(pending.items)]
 
@@ -287,6 +286,11 @@ def _read(gp, pending: Pending, nbytes: int) -> np.ndarray | None:
         pending._error = GpuError(why)
         return None
     return flat
+
+
+def _rows(pending: Pending, flat: np.ndarray, step: int) -> list:
+    """A batch's candidate rows read back, item k's from byte k * step (runner.Selected, or None: more than held)."""
+    return [pending.chosen.unpack(flat, k * step, tuple(pending.sizes[k])) for k in range(pending.items)]
 
 
 def _write(queue, buffer, at: int, data: np.ndarray) -> None:
@@ -425,9 +429,7 @@ class ItemsBatch:
         if flat is None:
             return
         if pending.chosen is not None:
-            step = _up(pending.chosen.read_bytes)
-            pending._outputs = [pending.chosen.unpack(flat, k * step, tuple(pending.sizes[k]))
-                                for k in range(pending.items)]
+            pending._outputs = _rows(pending, flat, _up(pending.chosen.read_bytes))
             return
         whole = {}
         for name, slot, offset, size, shape in self._copies(pending.items)[0]:
