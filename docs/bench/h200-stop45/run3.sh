@@ -4,6 +4,7 @@
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 export FACERUN_PHOTO_BATCH=8
+mkdir -p /tmp/json
 PYTHONPATH=/tmp/site:$PWD FACERUN_CACHE=/tmp/cache-main /tmp/site/bin/py-spy record --idle --threads --nonblocking \
   -r 100 --format raw -o $OUT/idle.txt -- python3 -P -c \
   "import sys; from facerun.cli import main; sys.argv[0]='facerun'; main()" bench photos /tmp/p20 --paths gpu --json \
