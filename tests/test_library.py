@@ -5,6 +5,7 @@ and `facerun bench --photos`."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -380,3 +381,44 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
 def test_bench_photos_refuses_an_empty_folder(tmp_path):
     result = CliRunner().invoke(cli, ["bench", "--photos", str(tmp_path), "--paths", "cpu"])
     assert result.exit_code == 1 and "no photos found" in result.output
+
+
+def test_a_gpu_detector_decodes_over_the_gpus_default_threads(monkeypatch):
+    """A detector's device names its GPU ("NVIDIA ... (Vulkan)"), not "gpu": either way the run decodes over the
+    GPU's default threads, and over the CPU's where the network runs on the CPU."""
+    from facerun.face import library
+
+    monkeypatch.setattr(library.os, "cpu_count", lambda: 16)
+    assert library.default_workers("cpu") == library.default_workers(None) == library.DECODE_THREADS == 8
+    assert library.default_workers("gpu") == library.default_workers("NVIDIA H100 80GB HBM3 (Vulkan)") == 12
+
+
+def test_a_slow_decode_does_not_hold_the_photos_decoded_after_it(tmp_path, monkeypatch):
+    """The network takes the oldest photo decoded, not the oldest photo: one photo decoding slowly, the ones after it
+    run first, and the results still come out in input order."""
+    from facerun.face import library
+
+    paths = small_photos(tmp_path / "small", sides=(120, 136, 152, 168, 184, 200, 216, 232))
+    slow = paths[4]
+    real = library.load_photo_shrunk
+
+    def load(path, fit):
+        if path == slow:
+            time.sleep(0.5)
+        return real(path, fit)
+
+    class Noting:  # a plain detector noting the order the network meets the photos in
+        def __init__(self):
+            self.seen = []
+
+        def detect(self, rgb):
+            self.seen.append(rgb.shape)
+            return []
+
+    monkeypatch.setattr(library, "load_photo_shrunk", load)
+    detector = Noting()
+    out = list(iter_photo_faces(paths, detector, workers=4))
+    assert [r.path for r in out] == paths and all(r.ok for r in out)
+    shapes = [(r.height, r.width, 3) for r in out]
+    assert len(set(shapes)) == len(shapes) and sorted(detector.seen) == sorted(shapes)
+    assert detector.seen.index(shapes[4]) > detector.seen.index(shapes[5])  # the slow one ran after the next

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,10 +155,11 @@ FIRST_AHEAD = 2  # photos decoded ahead while the network runs its first FIRST_R
 FIRST_RUNS = 2
 
 
-def default_workers(device: str = "cpu") -> int:
+def default_workers(device: str | None = "cpu") -> int:
     """Decoding threads: the cores but one (the network thread has its own), at most DECODE_THREADS, or
-    DECODE_THREADS_GPU where the network runs on the GPU (`device`)."""
-    most = DECODE_THREADS_GPU if device == "gpu" else DECODE_THREADS
+    DECODE_THREADS_GPU where the network runs on a GPU (`device`: "gpu", or a detector's device, which names its
+    GPU; "cpu" or None: the CPU)."""
+    most = DECODE_THREADS if device in (None, "cpu") else DECODE_THREADS_GPU
     return max(1, min(most, (os.cpu_count() or 2) - 1))
 
 
@@ -252,6 +253,15 @@ def _post(photo: _Photo, detector: PhotoDetector, embedder, all_faces: bool, kee
         photo.result.image = np.ascontiguousarray(photo.rgb)  # HxWx3 on its own, not a view of the decoded pixels
     photo.rgb = None  # the decoded photo goes once its faces are cropped
     return photo
+
+
+@dataclass
+class _Entry:
+    """A photo in the pipelined run: its decode's future, then (fed to the network) its post-processing's."""
+
+    future: Future
+    path: Path
+    out: Future | None = None
 
 
 class _Batcher:
@@ -452,9 +462,8 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * photo_batch())
     through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
-    decoding: deque[Future] = deque()
-    queued: deque[Path] = deque()  # decoding's paths, for a decode the feeding thread takes back (nicer)
-    posting: deque[Future] = deque()
+    decoding: deque[_Entry] = deque()  # photos being decoded, not fed to the network yet, in input order
+    order: deque[_Entry] = deque()  # every photo not handed on yet, in input order (the reorder buffer)
     # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
     nicer = _decoders.DECODER_NICE > 0 and processes is None and detector.device == "cpu"
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
@@ -476,53 +485,74 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
             raw = next(source, None)
             if raw is None:
                 return
-            decoding.append(decoders.submit(_decode, Path(raw), detector, stats, draft, **through))
-            queued.append(Path(raw))
+            entry = _Entry(decoders.submit(_decode, Path(raw), detector, stats, draft, **through), Path(raw))
+            decoding.append(entry)
+            order.append(entry)
+
+    def next_decoded() -> _Entry:
+        """The photo to feed next: the oldest one decoded, not the oldest one (a slow decode would hold the decoded
+        photos behind it, and with the window full the decoders would wait too); in input order on the CPU (its
+        decodes are taken back) and once many fed photos wait on the oldest one (memory)."""
+        if nicer or not ran[0] or len(order) - len(decoding) > 4 * ahead:
+            return decoding[0]
+        entry = next((e for e in decoding if e.future.done()), None)
+        if entry is None:
+            if buckets.groups:
+                buckets.idle()  # nothing decoded yet: the device runs what is gathered
+            busy.stop(phases.ON_DECODERS)  # waiting on the decoders is no busy time
+            wait([e.future for e in decoding], return_when=FIRST_COMPLETED)
+            busy.start()
+            entry = next(e for e in decoding if e.future.done())
+        return entry
 
     def post(photo: _Photo) -> _Photo:
         return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
-    # photos of one bucket run a batch to a submission; `posting` keeps input order (the reorder buffer)
+    # photos of one bucket run a batch to a submission; `order` keeps input order (the reorder buffer)
     buckets = Buckets(detector, stats, lambda photo: poster.submit(post, photo),
                       lambda photo: _detect(photo, detector, stats))
     busy = phases.Busy(stats.clock)
     busy.start()
     try:
         top_up()
-        while decoding or posting:
-            if decoding and not decoding[0].done() and buckets.groups:
-                buckets.idle()  # nothing decoded yet: the device runs what is gathered
+        while order:
             if decoding:
-                head, path = decoding.popleft(), queued.popleft()
-                if nicer and head.cancel():  # not started: the decoders are behind, decode it here at full priority
+                entry = next_decoded()
+                decoding.remove(entry)
+                if nicer and entry.future.cancel():  # not started: the decoders are behind, decode it here
                     start = phases.perf_counter_ns()
-                    photo = _decode(path, detector, stats, draft)
+                    photo = _decode(entry.path, detector, stats, draft)
                     stats.clock.lap(phases.DECODE, start)
                 else:
-                    busy.stop(phases.ON_DECODERS)  # waiting on the decoders is no busy time
-                    photo = head.result()
-                    busy.start()
+                    waited = not entry.future.done()
+                    if waited:
+                        if buckets.groups:
+                            buckets.idle()  # the device runs what is gathered while the decoders finish
+                        busy.stop(phases.ON_DECODERS)  # waiting on the decoders is no busy time
+                    photo = entry.future.result()
+                    if waited:
+                        busy.start()
                 top_up()
                 if photo.result.ok and ran[0]:
-                    posting.append(buckets.add(photo))  # the device works while the decoders go on
+                    entry.out = buckets.add(photo)  # the device works while the decoders go on
                 elif photo.result.ok:
                     _detect(photo, detector, stats)  # the first photos alone: the model's checks run there
-                    posting.append(poster.submit(post, photo))
+                    entry.out = poster.submit(post, photo)
                     if not ran[0]:
                         runs[0] += 1
                         if runs[0] >= FIRST_RUNS:
                             ran[0] = True
                             top_up()  # the whole window from now on
                 else:
-                    done: Future = Future()
-                    done.set_result(photo)
-                    posting.append(done)
-            # hand on what post-processing finished; wait for it only when it falls behind, for the first photo
-            # (its latency is what a user sees first) or when nothing else is left
-            while posting and (posting[0].done() or len(posting) > posters + 1 + buckets.held or not decoding
-                               or stats.first_photo_s is None):
+                    entry.out = Future()
+                    entry.out.set_result(photo)
+            # hand on what post-processing finished, in input order; wait for it only when it falls behind, for the
+            # first photo (its latency is what a user sees first) or when nothing else is left
+            while order and order[0].out is not None and (
+                    order[0].out.done() or len(order) - len(decoding) > posters + 1 + buckets.held or not decoding
+                    or stats.first_photo_s is None):
                 busy.stop(phases.ON_POST)
-                done_photo = posting.popleft().result()
+                done_photo = order.popleft().out.result()
                 busy.start()
                 yield from phases.handed(batcher.add(done_photo), busy)
         yield from phases.handed(batcher.finish(), busy)
