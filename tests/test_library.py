@@ -356,7 +356,7 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
         assert fields <= set(row) and row["photos"] == len(paths) and row["faces"] > 0
         assert row["distinct_sizes"] == len(paths) and row["photos_per_s"] > 0 and row["first_photo_ms"] > 0
         assert set(row["seconds"]) == {"decode", "compile", "detect", "post", "align", "embed", "total", "feeding",
-                                       "phases"}
+                                       "phases", "waiting"}
         assert (row["seconds"]["embed"] > 0) == path.endswith("+embed")
         assert row["gpu_checks"] == 0 and "%" in row["bottleneck"]
     assert rows["cpu"]["agree_with_cpu"] is None
