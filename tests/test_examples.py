@@ -249,3 +249,12 @@ def test_gil_share_splits_the_lock_by_thread_role(tmp_path):
     missing = subprocess.run([sys.executable, str(BENCHMARKS / "gil_share.py"), str(tmp_path / "none.txt")],
                              capture_output=True, text=True, env=env)
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_feed_order_times_a_trees_pipeline_with_a_stand_in_detector(data_dir):
+    from facerun.face.images import iter_images
+
+    group = data_dir / "faces" / "group"
+    done = run_benchmark("feed_order.py", ROOT, group, "--repeat", "1", "--ms", "1")
+    rate, _, rest = done.stdout.strip().partition(" photos/s (")
+    assert float(rate.split(": ")[1]) > 0 and rest.startswith(f"{len(iter_images([group]))} photos")
