@@ -154,7 +154,6 @@ def test_a_library_run_choosing_rows_finds_the_faces_of_the_heads(detectors, tmp
     for i, crop in enumerate(_crops(9) + _crops(3, [(200, 300)]) + _crops(11)):
         paths.append(tmp_path / f"p{i}.png")
         Image.fromarray(crop).save(paths[-1])
-    paths = paths * 2
     want = list(iter_photo_faces(paths, off, workers=0))
     before = counters.snapshot().get("gpu_photo_batches", 0)
     got = list(iter_photo_faces(paths, on, workers=2))
@@ -171,8 +170,8 @@ def test_batch_programs_choose_rows_once_they_agreed(detectors, monkeypatch):
     program's kernels may sum in another order)."""
     on, off = detectors
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
-    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
-    crops = _crops(0)
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "2")
+    crops = _crops(0, SIZES[:2])
     first = on.submit_networks([on.prepare(c) for c in crops])()
     assert on.net.runner.photos.items_agree is True and not any(isinstance(p.outputs, Selected) for p in first)
     before = counters.snapshot().get("gpu_photo_item_batches", 0)
