@@ -105,10 +105,11 @@ class Busy:
 
     def start(self) -> None:
         self.since = perf_counter_ns()
-        self.clock.busy_ns += self.clock.total_ns() - self.stopped
+        timed = self.clock.total_ns() - self.stopped  # phases timed within the wait: busy all the same
+        self.clock.busy_ns += timed
         if self.waiting is not None:
             what, since = self.waiting
-            self.clock.idle_ns[what] += self.since - since
+            self.clock.idle_ns[what] += max(0, self.since - since - timed)
             self.waiting = None
 
     def stop(self, waiting_for: str | None = None) -> None:
