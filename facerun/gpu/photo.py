@@ -354,6 +354,12 @@ class PhotoChecks:
         heads: the rows the host chooses from those (runner.select_rows) must be the device's, bit for bit, or the
         device does not choose rows again."""
         spec = layout.select
+        try:
+            selection(gp, spec)  # made once a program; a program whose heads it cannot read: heads whole
+        except GpuError as e:
+            log.warning("photos read their heads whole: %s", e)
+            self.select_agree = False
+            return None
         got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align, select=spec)
         if got is None:
             counters.bump("gpu_select_overflows")
