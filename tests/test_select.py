@@ -184,3 +184,17 @@ def test_batch_programs_choose_rows_once_they_agreed(detectors, monkeypatch):
         assert [np.round(f.box, 2).tolist() for f in on.faces_from(p)] == want
         found += len(want)
     assert found > 0
+
+
+def test_heads_it_cannot_choose_from_are_read_whole_and_the_gpu_stays(detectors, caplog):
+    on, off = detectors
+    layout = on.net.workload.photo
+    (stride, scores, _), *rest = layout.select.levels
+    wrong = dataclasses.replace(layout, select=dataclasses.replace(
+        layout.select, levels=((stride, scores, ("nosuch",)), *rest)))
+    net = facerun.load("yunet-2023mar", device="gpu", workload=Workload(check_side=128, photo=wrong))
+    crop = _crops(1, [(200, 300)])[0]
+    net.run_photo(crop, (1, 3, 224, 320))  # the layout's check, heads read
+    out = net.run_photo(crop, (1, 3, 224, 320))
+    assert not isinstance(out, Selected) and net.runner.photos.select_agree is False and net.runner.active
+    assert "heads whole" in caplog.text
