@@ -44,7 +44,8 @@ def short(frame: str, line: bool = False) -> str:
         return frame
     path = m.group("file")
     keep = path.split("facerun/", 1)[-1] if "facerun/" in path else path.rsplit("/", 1)[-1]
-    return f"{m.group('func')} ({keep}{m.group('line') or '' if line else ''})"
+    where = (m.group("line") or "") if line else ""
+    return f"{m.group('func')} ({keep}{where})"
 
 
 def summary(lines, rate: float, photos: int, top: int = 10) -> str:
