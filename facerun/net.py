@@ -267,7 +267,7 @@ class Net:
             out = gpu.run_photo(prog, rgb, layout)
             if out is not None:
                 return self._typed(prog, out)
-        return self.run(layout.blob(rgb))
+        return self.run(layout.blob(np.asarray(rgb)))  # a runner.StagedImage as the plain pixels it is
 
     def submit_photos(self, rgbs: list, shapes: list, bucket):
         """Photos of one bucket (`bucket`: the input they all run in, each masked to its own `shapes[i]`) through
@@ -309,6 +309,11 @@ class Net:
             return self.batch_program((items, *bucket[1:]), checked_at=(*bucket[:2], layout.bucket, layout.bucket))
         except (InputError, ModelError):
             return None
+
+    def stage_photo(self, rgb: np.ndarray) -> np.ndarray:
+        """A photo's bytes put on the device ahead of its run_photo or submit_photos (a library's decoding threads:
+        the thread feeding the device then only copies them there); `rgb` itself where the runner does not."""
+        return self._runner.stage_photo(rgb)
 
     @property
     def takes_photos(self) -> bool:

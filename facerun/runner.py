@@ -26,6 +26,14 @@ Outputs = dict[str, np.ndarray]
 KEY_SHIFT = 28  # a candidate row's key: its level above this bit, its position below
 
 
+class StagedImage(np.ndarray):
+    """A photo's pixels (usable as the H x W x C uint8 array they are) whose bytes a runner already put on its device
+    (`staged`: the runner's own handle, from `stage_photo`), so a run copies them there instead of uploading them on
+    the thread that feeds the device. A view or copy of it is a plain image again (`staged` None)."""
+
+    staged = None
+
+
 @dataclass(frozen=True)
 class Candidates:
     """The rows of a detector's grid heads worth reading back, chosen on the device: where a network's outputs are
@@ -169,6 +177,10 @@ class Runner(Protocol):
     def prepare(self, prog: Program) -> None:
         """Make what running `prog` needs ahead (a library's decoding threads call it); errors are left for run."""
 
+    def stage_photo(self, rgb: np.ndarray) -> np.ndarray:
+        """A photo's bytes put on the device ahead of its run (a library's decoding threads call it): a
+        StagedImage of `rgb`, or `rgb` itself where this runner does not (or cannot now) stage it."""
+
     def forget(self, prog: Program) -> None:
         """`prog` was dropped by its model: let go of what was made for it."""
 
@@ -204,6 +216,9 @@ class CpuRunner:
 
     def prepare(self, prog: Program) -> None:
         pass
+
+    def stage_photo(self, rgb: np.ndarray) -> np.ndarray:
+        return rgb
 
     def forget(self, prog: Program) -> None:
         pass

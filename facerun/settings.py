@@ -188,6 +188,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),
+    Setting("FACERUN_PHOTO_STAGING_MB", "MiB", 256.0, "on the GPU, device memory for photos a library run's decoding "
+            "threads upload ahead of their batch (0: the thread feeding the GPU uploads each photo)", _mib),
     Setting("FACERUN_PHOTO_SELECT", "`off`", True, "`off`: a photo's detector heads come back from the GPU whole "
             "(about 1 MB for a 1024x768 photo) instead of only the rows whose scores pass the threshold (YuNet "
             "2023mar at a score threshold of 0.5 or more)", _gpu_on, "on"),

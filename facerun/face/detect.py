@@ -168,11 +168,13 @@ class Detector(PhotoDetector):
 
     def precompile(self, prepared: Prepared) -> None:
         """Compile the network's program for this input (and, once the GPU has passed its check, the program's GPU
-        form) ahead of run_network: a library's decoding threads do it, so the network thread mostly runs. Errors
-        are left for run_network to raise."""
+        form) and put a photo's bytes on the device ahead of run_network: a library's decoding threads do it, so the
+        network thread mostly runs. Errors are left for run_network to raise."""
         if self.runtime != "facerun":
             return
         self.net.prepare(prepared.shape, photo=prepared.image is not None)
+        if prepared.image is not None:  # its bytes up now, on this thread: not on the one feeding the device
+            prepared.image = self.net.stage_photo(prepared.image)
 
     def run_network(self, prepared: Prepared) -> Prepared:
         if prepared.image is not None:

@@ -16,6 +16,7 @@ the model two read-back buffers (`SETS`), used in turn; a buffer still holding a
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from .arena import GROWTH
 from .photo import ITEMS, _buffers
 from .plan import flat_grid
 from .select import selection
+from .staging import staged_bytes, write_words
 
 SETS = 2  # submissions in flight: the GPU runs one while the host fills the other
 ALIGN = 256  # offsets inside the upload and read-back buffers (copies need 4; 256 keeps photos apart)
@@ -41,6 +43,20 @@ def _wgpu():
 
 def _up(n: int, step: int = ALIGN) -> int:
     return -(-n // step) * step
+
+
+@dataclass
+class _Item:
+    """A photo of a batch: its bytes (`data`, or `staged` on the device already: staging.py) and where they and its
+    layout parameters go in the upload buffer."""
+
+    nbytes: int
+    data: np.ndarray | None
+    params: bytes
+    photo: tuple | None
+    staged: object
+    at: int
+    params_at: int
 
 
 class Pending:
@@ -153,34 +169,36 @@ class PhotoBatch:
         return s
 
     # ---- running
-    def submit(self, items: list, bgr: bool, align: int, select=None) -> Pending:
+    def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
         """Submit photos `items` [(rgb, photo)]: rgb h x w x 3 (or x 4) uint8 within `photo`, photo the padded
         (rows, columns) it is masked to (None: the whole input). GpuError on a bad item or a device failure.
         select: a runner.Candidates: each photo's candidate rows come back (runner.Selected; None for a photo of
-        more rows than the device holds) instead of its outputs."""
+        more rows than the device holds) instead of its outputs. stager: the model's staging.PhotoStaging: an
+        image it staged is copied from its buffer on the device, not uploaded here."""
         gp = self.gp
         (_, slot, v), = gp.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
             raise GpuError(f"a batch of photos takes a program of a 1x3xHxW input, not {list(v.shape)}")
         ph, pw = v.shape[2:]
         gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
-        layout = []  # (bytes, data, layout parameters, photo) per item
+        layout = []
+        at = 0  # the upload buffer: each photo's bytes (unless a decoding thread staged them), then its parameters
         for rgb, photo in items:
             photo = _checked(gp, rgb, photo, ph, pw, align)
             h, w, pixel = rgb.shape
-            data = np.ascontiguousarray(rgb).reshape(-1)
+            staged = staged_bytes(rgb, stager)
+            data = None if staged is not None else np.ascontiguousarray(rgb).reshape(-1)
             params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr),
                                            pixel=pixel)
-            layout.append((_up(data.size, 4), data, params, photo))
+            nbytes = staged.nbytes if staged is not None else _up(data.size, 4)
+            item = _Item(nbytes, data, params, photo, staged, at, at + (_up(nbytes) if data is not None else 0))
+            layout.append(item)
+            at = item.params_at + ALIGN
         chosen = selection(gp, select) if select is not None else None
         per_item = _up(gp.staging_bytes if chosen is None else chosen.read_bytes)
         if chosen is not None and len(layout) > K.PHOTO_ITEMS:
             raise GpuError(f"a batch of candidate rows takes at most {K.PHOTO_ITEMS} photos, not {len(layout)}")
-        sizes = np.array([photo if photo is not None else (ph, pw) for *_, photo in layout], np.uint32)
-        offsets, at = [], 0
-        for nbytes, _, _, _ in layout:
-            offsets.append(at)
-            at += _up(nbytes) + ALIGN  # the photo's bytes, then its layout parameters
+        sizes = np.array([it.photo if it.photo is not None else (ph, pw) for it in layout], np.uint32)
         if D.broken_reason():
             raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
         with gp.lock, pace.turn():
@@ -188,24 +206,28 @@ class PhotoBatch:
                 gp.current()
                 s = self._set(at, per_item * len(layout))
                 upload, staging = s["upload"], s["staging"]
-                bufs = _buffers(gp.arena, max(n for n, _, _, _ in layout))
+                bufs = _buffers(gp.arena, max(it.nbytes for it in layout))
                 group = gp.photo.layout_group(bufs, slot)
                 queue = gp.dev.queue
                 clock = phases.current()
                 t = phases.perf_counter_ns() if clock else 0
-                for (nbytes, data, params, _), off in zip(layout, offsets):
-                    _write(queue, upload, off, data)
-                    queue.write_buffer(upload, off + _up(nbytes), params)
+                for it in layout:
+                    if it.data is not None:
+                        write_words(queue, upload, it.at, it.data)
+                    queue.write_buffer(upload, it.params_at, it.params)
                 if chosen is not None:
                     queue.write_buffer(gp.arena.photos, 0, sizes)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
                 first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
-                for i, ((nbytes, _, params, photo), off) in enumerate(zip(layout, offsets)):
-                    enc.copy_buffer_to_buffer(upload, off, bufs.image, 0, nbytes)
-                    enc.copy_buffer_to_buffer(upload, off + _up(nbytes), bufs.params, 0, _up(len(params), 4))
-                    at_params = self._param_offset(photo)  # may make the store: before naming it
+                for i, it in enumerate(layout):
+                    if it.staged is not None:
+                        enc.copy_buffer_to_buffer(it.staged.buffer, 0, bufs.image, 0, it.nbytes)
+                    else:
+                        enc.copy_buffer_to_buffer(upload, it.at, bufs.image, 0, it.nbytes)
+                    enc.copy_buffer_to_buffer(upload, it.params_at, bufs.params, 0, _up(len(it.params), 4))
+                    at_params = self._param_offset(it.photo)  # may make the store: before naming it
                     enc.copy_buffer_to_buffer(self.store, at_params, gp.arena.uniform, 0, len(gp.params))
                     gp.encode_pass(enc, first=first)
                     if chosen is None:
@@ -220,9 +242,12 @@ class PhotoBatch:
             except Exception as e:
                 raise GpuError(f"recording the GPU work failed: {type(e).__name__}: {e}") from None
             # the uniform buffer now holds the last photo's parameters
-            last = layout[-1][3]
+            last = layout[-1].photo
             gp.arena.owner = gp if last is None else (gp, last)
             index = _submit(gp, queue, commands)
+            for it in layout:  # the queue runs any later write to a staged photo's buffer after this submission
+                if it.staged is not None:
+                    it.staged.release()
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_batches")
@@ -291,15 +316,6 @@ def _read(gp, pending: Pending, nbytes: int) -> np.ndarray | None:
 def _rows(pending: Pending, flat: np.ndarray, step: int) -> list:
     """A batch's candidate rows read back, item k's from byte k * step (runner.Selected, or None: more than held)."""
     return [pending.chosen.unpack(flat, k * step, tuple(pending.sizes[k])) for k in range(pending.items)]
-
-
-def _write(queue, buffer, at: int, data: np.ndarray) -> None:
-    """A photo's bytes into `buffer` from byte `at` (write_buffer moves whole words: the last bytes padded to one)."""
-    whole = data.size - data.size % 4
-    if whole:
-        queue.write_buffer(buffer, at, data[:whole])
-    if whole != data.size:
-        queue.write_buffer(buffer, at + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
 
 
 def batch_of(gp) -> PhotoBatch:
@@ -376,7 +392,7 @@ class ItemsBatch:
                 # straight into the layout's buffer: the queue orders these writes after the batch before's pass
                 queue.write_buffer(bufs.image, 0, header)
                 for offset, data in datas:
-                    _write(queue, bufs.image, offset, data)
+                    write_words(queue, bufs.image, offset, data)
                 queue.write_buffer(bufs.params, 0, params)
                 queue.write_buffer(gp.arena.photos, 0, sizes)
                 if clock:

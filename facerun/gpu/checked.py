@@ -392,6 +392,13 @@ class CheckedGpu:
             with contextlib.suppress(FacerunError):
                 self.model.compile(prog)
 
+    def stage_photo(self, rgb: np.ndarray) -> np.ndarray:
+        """A photo's bytes on the device ahead of its batch (staging.py), once photos are laid out there (the
+        model's first photo checked it); else `rgb` as it is."""
+        if self.reason is None and self.photos.image_layout is True:
+            return self.model.staging.stage(rgb)
+        return rgb
+
     def run_many(self, prog: P.Program, items: list) -> list[dict[str, np.ndarray]] | None:
         """Several inputs through one program in one submission, or None: run them on the CPU."""
         return self._guarded(prog, lambda: self.model.run_many(prog, items))

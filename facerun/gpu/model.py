@@ -27,6 +27,7 @@ from .lower import lower, prologues
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
 from .runner import GpuProgram, short_error
+from .staging import PhotoStaging
 
 
 class DoesNotFit(GpuError):
@@ -51,6 +52,7 @@ class GpuModel:
         self.separable = settings.get("FACERUN_GPU_SEPARABLE")  # lower.lower's separable
         self.weights = WeightStore(budget_bytes(budget_mb))
         self.arena = Arena(self.dev)  # the activation buffers and bind groups every program of the model runs in
+        self.staging = PhotoStaging(self.dev)  # photos a library's decoding threads put on the device (staging.py)
         self._programs = LruCache(budget_from_env("FACERUN_GPU_PROGRAM_BUDGET_MB"),
                                   lambda hit: hit[1].device_bytes,
                                   lambda key, hit: counters.bump("gpu_programs_evicted"))

@@ -23,6 +23,7 @@ from . import masking
 from .arena import GROWTH
 from .plan import flat_grid
 from .select import selection
+from .staging import staged_bytes, write_words
 
 log = logging.getLogger("facerun.gpu")
 
@@ -153,14 +154,15 @@ class PhotoInput:
         return photo
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
-                  align: int = 32, select: Candidates | None = None):
+                  align: int = 32, select: Candidates | None = None, stager=None):
         """The program on one photo: `rgb` (h x w x 3 uint8, at most the input's height and width; or h x w x 4,
         R, G, B and a byte left unread, as images.load_photo gives) goes up as its bytes and is laid out on the
         device as the input, channels first, as floats, reversed to BGR when `bgr`, zero-padded at the bottom and
         right: exactly yunet.make_blob's blob, for a quarter (a third) of the upload and none of the CPU work. For
         programs of one 1 x 3 x H x W input. photo, align: as in GpuProgram.run (the photo's padded size; `rgb`
         within it). select: only these candidate rows of the outputs come back (select.py), as a runner.Selected
-        over the photo's size, or None when the photo has more than they hold."""
+        over the photo's size, or None when the photo has more than they hold. stager: the model's
+        staging.PhotoStaging: an image it staged is copied from its buffer on the device, not uploaded here."""
         gp = self.gp
         (_, slot, v), = gp.inputs
         if len(v.shape) != 4 or v.shape[:2] != (1, 3):
@@ -174,8 +176,8 @@ class PhotoInput:
         photo = self.checked(photo, align)
         if photo is not None and (h > photo[0] or w > photo[1]):
             raise GpuError(f"a {h}x{w} image is larger than its photo size {photo[0]}x{photo[1]}")
-        data = np.ascontiguousarray(rgb).reshape(-1)
-        whole = data.size - data.size % 4
+        staged = staged_bytes(rgb, stager)
+        data = np.ascontiguousarray(rgb).reshape(-1) if staged is None else None
         gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
         params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr), pixel=pixel)
         chosen = selection(gp, select) if select is not None else None
@@ -185,12 +187,16 @@ class PhotoInput:
             gp.current(photo)
             clock = phases.current()
             t = phases.perf_counter_ns() if clock else 0
-            bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
             queue = gp.dev.queue
-            if whole:
-                queue.write_buffer(bufs.image, 0, data[:whole])
-            if whole != data.size:  # write_buffer moves whole words: the last bytes padded to one
-                queue.write_buffer(bufs.image, whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+            if staged is None:
+                bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
+                write_words(queue, bufs.image, 0, data)
+            else:  # copied on the device, in a submission of its own ahead of the run's (its buffer free after it)
+                bufs = _buffers(gp.arena, staged.nbytes)
+                enc = gp.dev.device.create_command_encoder(label="facerun staged photo")
+                enc.copy_buffer_to_buffer(staged.buffer, 0, bufs.image, 0, staged.nbytes)
+                queue.submit([enc.finish()])
+                staged.release()
             queue.write_buffer(bufs.params, 0, params)
             if chosen is not None:
                 queue.write_buffer(gp.arena.photos, 0, size)
@@ -325,7 +331,7 @@ class PhotoChecks:
             chosen = self._selected(gp, rgb, layout, photo, align)
             if chosen is not None:
                 return chosen
-        got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align)
+        got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align, stager=self.model.staging)
         if self.image_layout is None:
             blob = layout.blob(rgb)
             if photo is not None:
@@ -360,7 +366,7 @@ class PhotoChecks:
             log.warning("photos read their heads whole: %s", e)
             self.select_agree = False
             return None
-        got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align, select=spec)
+        got = gp.run_image(rgb, bgr=layout.bgr, photo=photo, align=align, select=spec, stager=self.model.staging)
         if got is None:
             counters.bump("gpu_select_overflows")
             return None
@@ -389,7 +395,7 @@ class PhotoChecks:
         if masked and (not self.masks_agree or gp.mask_reason(align) is not None):
             return None
         select = layout.select if self.select_agree is True else None  # checked on a photo of its own first
-        pending = batch_of(gp).submit(items, layout.bgr, align, select)
+        pending = batch_of(gp).submit(items, layout.bgr, align, select, self.model.staging)
         hw = tuple(prog.input_shape[2:])
 
         def cut(out, photo):

@@ -274,9 +274,9 @@ class GpuProgram:
         return out
 
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
-                  align: int = 32, select=None):
+                  align: int = 32, select=None, stager=None):
         """The program on one photo laid out on the device (photo.PhotoInput.run_image)."""
-        return self.photo.run_image(rgb, bgr, photo, align, select)
+        return self.photo.run_image(rgb, bgr, photo, align, select, stager)
 
     def run_many(self, items: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
         """Several independent inputs through this program in ONE submission: for each item, its inputs copied into
