@@ -269,14 +269,19 @@ class Net:
                 return self._typed(prog, out)
         return self.run(layout.blob(np.asarray(rgb)))  # a runner.StagedImage as the plain pixels it is
 
-    def submit_photos(self, rgbs: list, shapes: list, bucket):
+    def submit_photos(self, rgbs: list, shapes: list, bucket, blob_of=None):
         """Photos of one bucket (`bucket`: the input they all run in, each masked to its own `shapes[i]`) through
         the model in one submission where the runner batches photos (the GPU), else one by one: a function giving
         each photo's outputs, in order, the very ones run_photo gives. While the device runs them the caller may
-        prepare (and submit) the next batch."""
+        prepare (and submit) the next batch. blob_of: as in run_photo, for a model loaded without a photo layout
+        (its photos then all of the bucket's own size)."""
         submit = getattr(self._runner, "submit_photos", None)
         layout = self.workload.photo
-        if submit is not None and layout is not None and bucket is not None and self._runner.masks_photos():
+        if layout is None or (blob_of is not None and blob_of is not layout.blob):
+            layout = PhotoLayout(blob=blob_of) if blob_of is not None else None
+        masked = bucket is not None and any(tuple(s) != tuple(bucket) for s in shapes)
+        if (submit is not None and layout is not None and bucket is not None
+                and (self._runner.masks_photos() if masked else self._runner.takes_photos())):
             prog = self.program(tuple(bucket))
             items = [(rgb, None if tuple(s) == tuple(bucket) else tuple(s[2:])) for rgb, s in zip(rgbs, shapes)]
             result = submit(prog, items, layout, batch_prog=self.photos_program(bucket, len(items)))
@@ -284,11 +289,11 @@ class Net:
                 def done() -> list:
                     outs = result()
                     if outs is None:  # the GPU dropped at read-back: the CPU
-                        return [self.run_photo(r, s, bucket=bucket) for r, s in zip(rgbs, shapes)]
+                        return [self.run_photo(r, s, blob_of, bucket=bucket) for r, s in zip(rgbs, shapes)]
                     return [self._typed(prog, o) for o in outs]
 
                 return done
-        outs = [self.run_photo(r, s, bucket=bucket) for r, s in zip(rgbs, shapes)]
+        outs = [self.run_photo(r, s, blob_of, bucket=bucket) for r, s in zip(rgbs, shapes)]
         return lambda: outs
 
     def photos_program(self, bucket, count: int) -> Program | None:

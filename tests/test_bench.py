@@ -377,16 +377,23 @@ def test_torch_rows_say_why_when_torch_cannot_run(monkeypatch):
     assert res.exit_code == 0  # unavailable is not a failure
 
 
-def test_the_photo_path_runs_yunet_from_a_photos_bytes(gpu):
+def test_the_photo_paths_run_yunet_from_photos_bytes(gpu):
+    from facerun import counters
+
     yunet = MODELS / "face_detection_yunet_2023mar.onnx"
     if not yunet.exists():
         pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
-    data, _ = bench_json(str(yunet), "sface-arch-small", "--sizes", "96x64", "--paths", "cpu,gpu-photo",
-                         "--repeat", "2")
+    before = counters.snapshot().get("gpu_photo_batches", 0)
+    data, _ = bench_json(str(yunet), "sface-arch-small", "--sizes", "96x64", "--paths",
+                         "cpu,gpu-photo,gpu-photo-batch", "--batch", "3", "--repeat", "2")
     rows = {(r["model"], r["path"]): r for r in data["rows"]}
     photo = rows[("yunet-2023mar", "gpu-photo")]
     # judged against the CPU on the photo's own blob (the seeded input rounded to whole pixel values)
     assert photo["ok"] is True and photo["median_ms"] > 0 and photo["max_abs_vs_cpu"] < 1e-3
+    # three photos in one submission, the first and the last judged against their own blobs' CPU outputs
+    batch = rows[("yunet-2023mar", "gpu-photo-batch")]
+    assert batch["batch"] == 3 and batch["ok"] is True and batch["max_abs_vs_cpu"] < 1e-3
+    assert counters.snapshot().get("gpu_photo_batches", 0) > before
     other = next(r for (m, p), r in rows.items() if p == "gpu-photo" and m != "yunet-2023mar")
     assert other["median_ms"] is None and "YuNet" in other["note"]
 

@@ -7,6 +7,7 @@ new path is added):
   gpu-per-conv       each convolution alone on the GPU, everything else on the CPU (the comparison mode)
   gpu                the whole program on the GPU, batch 1
   gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU (how `detect` runs it)
+  gpu-photo-batch    YuNet: `batch` photos' bytes in one submission, timed per photo (a library run's batches)
   gpu-batch          a batch of `batch` items in one submission, timed per face (embedders by default)
   gpu-f16, gpu-batch-f16   gpu and gpu-batch at --precision f16 (Winograd's planes as half floats, sums in
                      float32): the model loaded again for it, judged against the CPU at agree.GPU_F16_TOLERANCE
@@ -295,7 +296,7 @@ class _Case:
         self._range = net.card.input_range
         self.x = agree.seeded_input(shape, settings.seed, self._range)
         self._xb = None
-        self._refs: dict = {}  # batch item (or "photo") -> the CPU's outputs
+        self._refs: dict = {}  # batch item (or ("photo", item)) -> the CPU's outputs
 
     @property
     def xb(self) -> np.ndarray:
@@ -315,22 +316,35 @@ class _Case:
 
     def photo(self) -> np.ndarray:
         """The input as a photo (H x W x 3 uint8 RGB) whose YuNet blob is the input rounded: for gpu-photo."""
-        if not (self.kind == "detector" and (self.net.card.family or "").startswith("yunet")):
-            raise Skip("the photo path lays out YuNet's input (the raw BGR photo); this model is fed otherwise")
         if not hasattr(self, "_photo"):
-            bgr = np.clip(np.rint(self.x[0]), 0, 255).astype(np.uint8).transpose(1, 2, 0)
-            self._photo = np.ascontiguousarray(bgr[:, :, ::-1])
+            self._photo = self._as_photo(self.x[0])
         return self._photo
 
-    def photo_reference(self) -> dict:
-        """The CPU interpreter's output for the photo's blob (the input rounded to whole pixel values)."""
-        if "photo" not in self._refs:
+    def photos(self) -> list[np.ndarray]:
+        """The batch input as photos (item 0 the batch-1 input's): for gpu-photo-batch."""
+        if not hasattr(self, "_photos"):
+            self._photos = [self.photo()] + [self._as_photo(x) for x in self.xb[1:]]
+        return self._photos
+
+    def _as_photo(self, x: np.ndarray) -> np.ndarray:
+        if not (self.kind == "detector" and (self.net.card.family or "").startswith("yunet")):
+            raise Skip("the photo path lays out YuNet's input (the raw BGR photo); this model is fed otherwise")
+        bgr = np.clip(np.rint(x), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+        return np.ascontiguousarray(bgr[:, :, ::-1])
+
+    def photo_reference(self, item: int = 0) -> dict:
+        """The CPU interpreter's output for photo `item`'s blob (the input rounded to whole pixel values)."""
+        key = ("photo", item)
+        if key not in self._refs:
             from ..face.yunet import make_blob
 
-            self._refs["photo"] = dict(self.net.run_cpu(make_blob(self.photo())))
-        return self._refs["photo"]
+            photo = self.photos()[item]
+            self._refs[key] = dict(self.net.run_cpu(make_blob(photo)))
+        return self._refs[key]
 
-    def pairs(self, out: dict, batch: int, path: ModelPath) -> list[tuple[dict, dict]]:
+    def pairs(self, out, batch: int, path: ModelPath) -> list[tuple[dict, dict]]:
+        if path.photo and batch > 1:  # each photo's outputs (a list), the first and the last judged
+            return [(dict(out[i]), self.photo_reference(i)) for i in (0, batch - 1)]
         if path.photo:
             return [(out, self.photo_reference())]
         if batch == 1:

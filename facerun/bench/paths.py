@@ -79,6 +79,19 @@ def _gpu_photo(case, net):
     return (lambda: net.run_photo(photo, shape, make_blob)), net.program(shape)
 
 
+def _gpu_photo_batch(case, net):
+    from ..face.yunet import make_blob
+
+    photos, shape = case.photos(), case.x.shape
+    shapes = [shape] * len(photos)
+    net.run_photo(photos[0], shape, make_blob)  # the first photo checks the device's layout; batches come after
+
+    def run():
+        return net.submit_photos(photos, shapes, shape, make_blob)()
+
+    return run, net.program(shape)
+
+
 def _gpu_per_conv(case, net):
     x = case.x
     return (lambda: net.run_per_conv(x)), None
@@ -141,6 +154,8 @@ MODEL_PATHS: dict[str, ModelPath] = {p.name: p for p in (
     ModelPath("gpu", _gpu, "the whole program on the GPU, batch 1", gpu=True, default=True),
     ModelPath("gpu-photo", _gpu_photo, "YuNet from a photo's bytes, laid out on the GPU (as detect runs it)",
               gpu=True, photo=True),
+    ModelPath("gpu-photo-batch", _gpu_photo_batch, "YuNet from --batch photos' bytes in one submission, per photo "
+              "(as a library run's batches of one bucket)", batch=True, gpu=True, photo=True),
     ModelPath("gpu-batch", _gpu_batch, "--batch items in one GPU submission, per face", batch=True, gpu=True,
               default=True),
     ModelPath("gpu-f16", _gpu, "gpu at --precision f16", gpu=True, half=True),
