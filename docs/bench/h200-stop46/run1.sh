@@ -18,3 +18,8 @@ row $PWD/.device/head head-b8-procs photos /tmp/p20 --paths gpu-decoder-processe
 row $PWD staged-b8-206 photos $P --paths gpu
 FACERUN_PHOTO_BATCH=1 row $PWD staged-b1-206 photos $P --paths gpu
 row $PWD floor photos /tmp/p20 --paths decode,decode-processes
+# issue 37's photo sizes, fed as a library run feeds them (photos' bytes, batch 8) against the float blob
+row $PWD yunet-sizes models yunet-2023mar --sizes 640x480,1024x704,1280x736 --batch 8 \
+  --paths gpu-photo,gpu-photo-batch,gpu-batch --repeat 20 --budget 2 --roofline
+row $PWD yunet-640 models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-photo,gpu-photo-batch,gpu-batch \
+  --repeat 20 --budget 2 --roofline
