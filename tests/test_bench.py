@@ -88,6 +88,9 @@ class PerturbingGpu:
     def prepare(self, prog):
         pass
 
+    def stage_photo(self, rgb):
+        return rgb
+
     def forget(self, prog):
         pass
 

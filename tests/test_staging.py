@@ -55,16 +55,22 @@ def test_a_staged_photo_is_its_bytes_on_the_device_and_its_buffer_comes_back(gpu
     assert isinstance(image, StagedImage) and np.array_equal(image, rgb)
     staged = image.staged
     assert staged.taken(pool, rgb.shape) and staged.nbytes == -(-rgb.size // 4) * 4
-    assert np.array_equal(_read(gpu, staged.buffer, rgb.size), rgb.reshape(-1))
-    assert pool.free == []
-    staged.release()
-    assert not staged.taken(pool, rgb.shape) and pool.free == [staged.buffer]
-    again = pool.stage(_photo(1, 101, 133))  # the same size: the same buffer again, nothing made
-    assert again.staged.buffer is staged.buffer and pool.held == GRAIN
+    assert pool.free == [] and pool.held == GRAIN
+    buffer = staged.hand_over()  # unmapped, as a run takes it
+    assert not staged.taken(pool, rgb.shape)
+    assert np.array_equal(_read(gpu, buffer, rgb.size), rgb.reshape(-1))
+    staged.release()  # mapped again, back in the pool
+    assert [s.buffer for s in pool.free] == [buffer]
+    other = _photo(1, 101, 133)
+    again = pool.stage(other)  # the same size: the same buffer again once mapped, nothing made
+    assert again.staged.slot.buffer is buffer and pool.held == GRAIN
     assert type(again[1:]) is StagedImage and again[1:].staged is None  # a view is a plain image again
-    del again
+    assert np.array_equal(_read(gpu, again.staged.hand_over(), other.size), other.reshape(-1))
+    again.staged.release()
+    third = pool.stage(rgb)
+    del third
     gc.collect()  # a staged photo dropped unrun gives its buffer back
-    assert pool.free == [staged.buffer]
+    assert [s.buffer for s in pool.free] == [buffer]
 
 
 def test_the_pool_keeps_to_its_budget(gpu):

@@ -223,7 +223,7 @@ class PhotoBatch:
                 first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
                 for i, it in enumerate(layout):
                     if it.staged is not None:
-                        enc.copy_buffer_to_buffer(it.staged.buffer, 0, bufs.image, 0, it.nbytes)
+                        enc.copy_buffer_to_buffer(it.staged.hand_over(), 0, bufs.image, 0, it.nbytes)
                     else:
                         enc.copy_buffer_to_buffer(upload, it.at, bufs.image, 0, it.nbytes)
                     enc.copy_buffer_to_buffer(upload, it.params_at, bufs.params, 0, _up(len(it.params), 4))
@@ -245,7 +245,7 @@ class PhotoBatch:
             last = layout[-1].photo
             gp.arena.owner = gp if last is None else (gp, last)
             index = _submit(gp, queue, commands)
-            for it in layout:  # the queue runs any later write to a staged photo's buffer after this submission
+            for it in layout:  # a staged photo's buffer mapped again once this submission ran
                 if it.staged is not None:
                     it.staged.release()
             if clock:

@@ -191,10 +191,10 @@ class PhotoInput:
             if staged is None:
                 bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
                 write_words(queue, bufs.image, 0, data)
-            else:  # copied on the device, in a submission of its own ahead of the run's (its buffer free after it)
+            else:  # copied on the device, in a submission of its own ahead of the run's
                 bufs = _buffers(gp.arena, staged.nbytes)
                 enc = gp.dev.device.create_command_encoder(label="facerun staged photo")
-                enc.copy_buffer_to_buffer(staged.buffer, 0, bufs.image, 0, staged.nbytes)
+                enc.copy_buffer_to_buffer(staged.hand_over(), 0, bufs.image, 0, staged.nbytes)
                 queue.submit([enc.finish()])
                 staged.release()
             queue.write_buffer(bufs.params, 0, params)

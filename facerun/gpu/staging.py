@@ -1,14 +1,17 @@
-"""Photos put on the device by the threads that decode them, not by the one that feeds the device.
+"""Photos written into the device's upload memory by the threads that decode them, not by the one that feeds the device.
 
-Uploading a decoded photo (about 2.4 MB for 1024x768) is a copy into wgpu's staging memory: on the thread that
-feeds the GPU it was a third of that thread's time a photo in a library run. A decoding thread calls `stage` once its
-photo is laid out: the bytes go into a device buffer of this pool (`queue.write_buffer`, in C, the interpreter lock
-let go), and the photo comes back as a `runner.StagedImage` holding a `Staged` handle. A batch of photos then only
-records a copy from that buffer on the device (batch.py) and gives the buffer back once it is submitted: the queue
-runs a later write to the buffer after that submission's copy, so the next photo may be written at once.
+Uploading a decoded photo (about 2.4 MB for 1024x768) through `queue.write_buffer` is a copy into wgpu's staging
+memory on the thread that feeds the GPU: a third of that thread's time a photo in a library run. Calling it from the
+decoding threads instead measured slower still (wgpu-native serialises its queue's writes with the feeding thread's
+recording and submitting: docs/benchmarks.md). So the pool keeps upload buffers (MAP_WRITE | COPY_SRC) mapped into
+the host's memory, and a decoding thread only copies its photo into one (numpy, the interpreter lock let go; no wgpu
+call): the photo comes back as a `runner.StagedImage` holding a `Staged` handle. The thread feeding the device then
+unmaps the buffer, records a copy from it on the device (batch.py, photo.py) and, once the submission is made, asks
+for the buffer mapped again; it is taken again once the mapping is done (after that submission ran).
 
-The pool holds at most FACERUN_PHOTO_STAGING_MB of buffers; a photo that finds no room (or a GPU gone) is simply
-not staged, and goes up the old way. A staged photo never submitted gives its buffer back when it is dropped.
+The pool holds at most FACERUN_PHOTO_STAGING_MB of buffers; a photo that finds none free (or a GPU gone, or a wgpu
+build without the native calls) is simply not staged and goes up the old way. A staged photo never run gives its
+buffer back when it is dropped.
 """
 
 from __future__ import annotations
@@ -32,86 +35,184 @@ def _wgpu():
     return wgpu
 
 
+class _Native:
+    """wgpu-native's mapping calls (wgpu-py maps buffers only through its own API, on the calling thread)."""
+
+    def __init__(self):
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+        self.ffi, self.lib = ffi, lib
+        self.calls = (lib.wgpuBufferMapAsync, lib.wgpuBufferGetMappedRange, lib.wgpuBufferUnmap, lib.wgpuDevicePoll,
+                      lib.WGPUMapMode_Write, lib.WGPUMapAsyncStatus_Success, lib.WGPUCallbackMode_AllowProcessEvents)
+
+    def poll(self, device, wait: bool = False) -> None:
+        self.lib.wgpuDevicePoll(device._internal, wait, self.ffi.NULL)
+
+
+_native: _Native | None = None
+_native_tried = False
+
+
+def _get_native() -> _Native | None:
+    global _native, _native_tried
+    if not _native_tried:
+        _native_tried = True
+        try:
+            _native = _Native()
+        except (ImportError, AttributeError):
+            _native = None
+    return _native
+
+
+class _Slot:
+    """One upload buffer: mapped (its memory `view`), or handed to a submission, or being mapped again."""
+
+    def __init__(self, native: _Native, buffer):
+        ffi, lib = native.ffi, native.lib
+        self.native, self.buffer, self.size = native, buffer, buffer.size
+        self.view: np.ndarray | None = None
+        self.status = None  # the mapping's status, set by its callback (in a poll, on any thread)
+        info = ffi.new("WGPUBufferMapCallbackInfo *")
+
+        @ffi.callback(ffi.typeof(info.callback))
+        def done(status, message, user1, user2):
+            self.status = int(status)
+
+        info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+        info.callback = done
+        self._info, self._done = info, done
+
+    def map(self) -> None:
+        """Ask for the buffer's memory (done once every submission using it ran; seen in a poll)."""
+        self.status = None
+        self.native.lib.wgpuBufferMapAsync(self.buffer._internal, self.native.lib.WGPUMapMode_Write, 0, self.size,
+                                           self._info[0])
+
+    def mapped(self) -> bool:
+        """Whether the memory is the host's now (`view` made at the first ask after the mapping completed)."""
+        if self.view is None and self.status == self.native.lib.WGPUMapAsyncStatus_Success:
+            ffi, lib = self.native.ffi, self.native.lib
+            ptr = lib.wgpuBufferGetMappedRange(self.buffer._internal, 0, self.size)
+            self.view = np.frombuffer(ffi.buffer(ptr, self.size), np.uint8)
+        return self.view is not None
+
+    def unmap(self) -> None:
+        self.view = None
+        self.status = None
+        self.native.lib.wgpuBufferUnmap(self.buffer._internal)
+
+
 class Staged:
     """A photo's bytes in one of the pool's buffers, from byte 0, `nbytes` long (whole words; the last padded)."""
 
-    def __init__(self, pool: PhotoStaging, buffer, nbytes: int, shape: tuple):
-        self.pool, self.buffer, self.nbytes, self.shape = pool, buffer, nbytes, shape
-        self._live = True
+    def __init__(self, pool: PhotoStaging, slot: _Slot, nbytes: int, shape: tuple):
+        self.pool, self.slot, self.nbytes, self.shape = pool, slot, nbytes, shape
+        self._live = True  # the bytes are in the mapped buffer, not handed to a submission yet
+        self._handed = False
 
     def taken(self, pool: PhotoStaging, shape: tuple) -> bool:
         """Whether these bytes are still in the buffer, staged by `pool` for an image of `shape`."""
         return self._live and self.pool is pool and self.shape == tuple(shape)
 
+    def hand_over(self):
+        """The buffer, unmapped, for a submission's copy (the feeding thread, before recording it)."""
+        self._live = False
+        self._handed = True
+        self.slot.unmap()
+        return self.slot.buffer
+
     def release(self) -> None:
-        """The buffer back to the pool (once the submission copying it is made, or the photo is dropped)."""
-        if self._live:
+        """The buffer back to the pool: mapped again once the submission that copies it is made (the mapping waits
+        for it), or as it is when the photo was dropped unrun."""
+        if self._handed:
+            self._handed = False
+            try:
+                self.slot.map()
+            except Exception:  # a GPU gone: the pool does not take this buffer again
+                return
+            self.pool._give_back(self.slot)
+        elif self._live:
             self._live = False
-            self.pool._give_back(self.buffer)
+            self.pool._give_back(self.slot)
 
 
 class PhotoStaging:
-    """One device's staged photos: buffers of at most `budget` bytes in all, reused photo after photo."""
+    """One device's upload buffers for photos: at most `budget` bytes in all, reused photo after photo."""
 
     def __init__(self, dev, budget: int | None = None):
         self.dev = dev
         self.budget = int(settings.get("FACERUN_PHOTO_STAGING_MB") * 2**20) if budget is None else int(budget)
-        self.free: list = []  # buffers not holding a photo
+        self.native = _get_native() if self.budget > 0 else None
+        self.free: list[_Slot] = []  # buffers not holding a photo (mapped, or being mapped again)
         self.held = 0  # bytes of every buffer made and not destroyed
         self._lock = threading.Lock()
 
     def stage(self, rgb: np.ndarray) -> np.ndarray:
-        """`rgb` (H x W x C uint8) as a StagedImage whose bytes are on the device, or `rgb` itself where it does not
-        fit the pool now (or the GPU is gone)."""
-        if self.budget <= 0 or rgb.dtype != np.uint8 or D.broken_reason():
+        """`rgb` (H x W x C uint8) as a StagedImage whose bytes are in the device's upload memory, or `rgb` itself
+        where no buffer is free now (or the GPU is gone)."""
+        if self.native is None or rgb.dtype != np.uint8 or D.broken_reason():
             return rgb
         data = np.ascontiguousarray(rgb).reshape(-1)
         nbytes = -(-data.size // 4) * 4
-        buffer = self._take(nbytes)
-        if buffer is None:
+        try:
+            slot = self._take(nbytes)
+        except Exception:  # the run finds the GPU's trouble itself; this photo goes up the old way
+            slot = None
+        if slot is None:
             counters.bump("gpu_photos_unstaged")
             return rgb
-        try:
-            write_words(self.dev.queue, buffer, 0, data)
-        except Exception:  # the run finds the GPU's trouble itself; this photo goes up the old way
-            self._give_back(buffer)
-            return rgb
-        staged = Staged(self, buffer, nbytes, tuple(rgb.shape))
+        slot.view[:data.size] = data  # no wgpu call: a plain copy into mapped memory
+        staged = Staged(self, slot, nbytes, tuple(rgb.shape))
         image = rgb.view(StagedImage)
         image.staged = staged
         weakref.finalize(image, staged.release)
         counters.bump("gpu_photos_staged")
         return image
 
-    def _take(self, nbytes: int):
-        """A free buffer of at least `nbytes` (the smallest that fits, not far larger), or a new one within the
-        budget (free buffers that do not fit destroyed to make room), or None."""
+    def _take(self, nbytes: int) -> _Slot | None:
+        """A free mapped buffer of at least `nbytes` (the smallest that fits, not far larger), or a new one within
+        the budget (free buffers that do not fit destroyed to make room), or None."""
         size = -(-nbytes // GRAIN) * GRAIN
+        for polled in (False, True):
+            with self._lock:
+                fits = [s for s in self.free if size <= s.size <= size * LOOSE]
+                ready = [s for s in fits if s.mapped()]
+                if ready:
+                    slot = min(ready, key=lambda s: s.size)
+                    self.free.remove(slot)
+                    return slot
+            if polled or not fits:
+                break
+            self.native.poll(self.dev.device)  # mappings asked for and done: their callbacks run now
         with self._lock:
-            fits = [b for b in self.free if size <= b.size <= size * LOOSE]
-            if fits:
-                buffer = min(fits, key=lambda b: b.size)
-                self.free.remove(buffer)
-                return buffer
-            while self.held + size > self.budget and self.free:
-                old = self.free.pop(0)
+            while self.held + size > self.budget:
+                unfit = [s for s in self.free if not size <= s.size <= size * LOOSE]
+                if not unfit:
+                    return None
+                old = unfit[0]
+                self.free.remove(old)
                 self.held -= old.size
-                old.destroy()
-            if self.held + size > self.budget:
-                return None
+                old.buffer.destroy()
             self.held += size
         wgpu = _wgpu()
         try:
-            return self.dev.device.create_buffer(label="facerun staged photo", size=size,
-                                                 usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+            buffer = self.dev.device.create_buffer(label="facerun staged photo", size=size,
+                                                   usage=wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC)
+            slot = _Slot(self.native, buffer)
+            slot.map()
+            while slot.status is None:
+                self.native.poll(self.dev.device, wait=True)
+            if not slot.mapped():
+                raise RuntimeError(f"could not map an upload buffer (status {slot.status})")
         except Exception:
             with self._lock:
                 self.held -= size
-            return None
+            raise
+        return slot
 
-    def _give_back(self, buffer) -> None:
+    def _give_back(self, slot: _Slot) -> None:
         with self._lock:
-            self.free.append(buffer)
+            self.free.append(slot)
 
 
 def write_words(queue, buffer, at: int, data: np.ndarray) -> None:
