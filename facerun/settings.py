@@ -135,7 +135,7 @@ def _bucket(name: str, text: str) -> int:
     return value
 
 
-REPLAY_MODES = ("auto", "native", "api")  # gpu/replay.py: how a run's commands are recorded
+REPLAY_MODES = ("auto", "held", "native", "api")  # gpu/replay.py: how a run's commands are recorded
 
 
 def _replay(name: str, text: str) -> str:
@@ -195,9 +195,10 @@ SETTINGS: tuple[Setting, ...] = (
             "2023mar at a score threshold of 0.5 or more)", _gpu_on, "on"),
     Setting("FACERUN_DEBUG", "flag (any value)", False, "show the traceback of an internal error", _any,
             raw=True),
-    Setting("FACERUN_GPU_REPLAY", "`auto` `native` `api`", "auto", "how GPU runs are recorded: `native` calls "
-            "wgpu-native directly, `api` goes through wgpu-py's API (the same commands); `auto`: native where this "
-            "wgpu-py's C signatures are the expected ones", _replay),
+    Setting("FACERUN_GPU_REPLAY", "`auto` `held` `native` `api`", "auto", "how GPU runs are recorded: `held` calls "
+            "wgpu-native directly through ctypes, holding the interpreter lock; `native` through wgpu-py's cffi, "
+            "letting go of the lock at every call; `api` goes through wgpu-py's API (the same commands); `auto`: "
+            "held where this wgpu-py's C signatures are the expected ones", _replay),
     Setting("FACERUN_GPU_SEPARABLE", "`off`", True, "`off`: run a 1x1 convolution and the depthwise 3x3 reading "
             "it as two GPU dispatches instead of one (for A/B timings)", _gpu_on, "on"),
     Setting("FACERUN_GPU_INJECT_FAILURE", "`submit` `readback`", "",

@@ -1,6 +1,7 @@
-"""The replay list (gpu/replay.py): runs recorded through wgpu-native's C calls give the API path's outputs bit for
-bit, on a YuNet program (blob and photo laid out on the device, masked too) and an embedder; and a wgpu-py whose C
-signatures differ falls back to the API, saying so once."""
+"""The replay list (gpu/replay.py): runs recorded through wgpu-native's C calls (through ctypes holding the
+interpreter lock, or through cffi) give the API path's outputs bit for bit, on a YuNet program (blob and photo laid
+out on the device, masked too) and an embedder; and a wgpu-py whose C signatures differ falls back to the API,
+saying so once."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ def fresh_native(monkeypatch):
 def _compiled(gpu, monkeypatch, mode: str, prog):
     monkeypatch.setenv("FACERUN_GPU_REPLAY", mode)
     gp = GpuModel(dev=gpu).compile(prog)  # a model of its own: nothing cached from the other mode
-    assert gp.raw == (mode == "native")
-    assert (gp.replay.native is not None) == (mode == "native")
+    assert gp.raw == (mode != "api")
+    assert (gp.replay.native is not None) == (mode != "api")
+    if mode != "api":
+        assert gp.replay.native.held == (mode == "held")
     return gp
 
 
@@ -46,13 +49,14 @@ def test_yunet_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native)
     x = {prog.inputs[0][0]: agree.seeded_input((1, 3, 128, 160), 5) * 127 + 128}
     rgb = np.ascontiguousarray(load_image(PHOTO)[:100, :150])
     runs = {}
-    for mode in ("api", "native"):
+    for mode in ("api", "native", "held"):
         gp = _compiled(gpu, monkeypatch, mode, prog)
         runs[mode] = (gp.run(x), gp.run(x),  # the second run replays commands recorded ahead
                       gp.run_image(rgb), gp.run_image(rgb[:90, :120], photo=(96, 128)))
-    for a, b in zip(runs["api"], runs["native"]):
-        _same(a, b)
-    assert all(np.abs(v).max() > 0 for v in runs["native"][3].values())  # a real run, not zeros
+    for mode in ("native", "held"):
+        for a, b in zip(runs["api"], runs[mode]):
+            _same(a, b)
+        assert all(np.abs(v).max() > 0 for v in runs[mode][3].values())  # a real run, not zeros
 
 
 def test_embedder_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native):
@@ -60,9 +64,10 @@ def test_embedder_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_nati
     prog = net.program((1, 3, 112, 112))
     x = {prog.inputs[0][0]: agree.seeded_input((1, 3, 112, 112), 7)}
     api = _compiled(gpu, monkeypatch, "api", prog).run(x)
-    native = _compiled(gpu, monkeypatch, "native", prog).run(x)
-    _same(api, native)
-    assert float(np.abs(next(iter(native.values()))).max()) > 0
+    for mode in ("native", "held"):
+        native = _compiled(gpu, monkeypatch, mode, prog).run(x)
+        _same(api, native)
+        assert float(np.abs(next(iter(native.values()))).max()) > 0
 
 
 def test_other_c_signatures_fall_back_to_the_api_and_say_so_once(gpu, monkeypatch, fresh_native, caplog):
@@ -100,7 +105,7 @@ def test_the_replay_setting_is_checked(monkeypatch):
     from facerun import settings
 
     monkeypatch.setenv("FACERUN_GPU_REPLAY", "fast")
-    with pytest.raises(InputError, match="FACERUN_GPU_REPLAY must be one of auto, native, api"):
+    with pytest.raises(InputError, match="FACERUN_GPU_REPLAY must be one of auto, held, native, api"):
         settings.get("FACERUN_GPU_REPLAY")
     monkeypatch.setenv("FACERUN_GPU_REPLAY", " API ")
     assert settings.get("FACERUN_GPU_REPLAY") == "api"

@@ -5,16 +5,20 @@ copies into the read-back buffer, and it cuts the same slices out of what comes 
 tuples (native handles where wgpu-native's C calls can be used, wgpu-py objects otherwise), so recording a run is a
 tight loop with no Python objects made per dispatch, and a pipeline bound by the dispatch before is not bound again.
 
-Two ways to record the same list: wgpu-native's C functions called directly through wgpu-py's own cffi `lib`
-(`Native`: no per-call error capture, no cffi array per set_bind_group), or wgpu-py's API (the fallback). Both give
-the very same command stream, so the outputs are the same bits. `FACERUN_GPU_REPLAY` picks: `auto` (native where the
-C signatures are the ones this was written against), `native`, `api`. A wgpu-py whose signatures differ falls back
-to the API and says so once. Errors made while recording are reported by the device at finish/submit, where the
-runner watches for them.
+Three ways to record the same list: wgpu-native's C functions called directly (`Native`: no per-call error capture,
+no cffi array per set_bind_group), either through ctypes holding the interpreter lock (`held`) or through wgpu-py's
+own cffi `lib`, which lets go of the lock at every call (`native`), or wgpu-py's API (the fallback). A recording call
+takes well under a microsecond; letting go of the lock and taking it back costs ~10 microseconds a call once other
+threads want the lock (a library run's decoding and post-processing threads: docs/benchmarks.md), and a pass is
+about a hundred calls. All give the very same command stream, so the outputs are the same bits. `FACERUN_GPU_REPLAY`
+picks: `auto` (held where the C signatures are the ones this was written against), `held`, `native`, `api`. A
+wgpu-py whose signatures differ falls back to the API and says so once. Errors made while recording are reported by
+the device at finish/submit, where the runner watches for them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 
 import numpy as np
@@ -42,29 +46,70 @@ SIGNATURES = {
 }
 
 
-class Native:
-    """wgpu-native's recording calls, taken from wgpu-py's cffi `lib` after their signatures were compared with
-    SIGNATURES (a different wgpu-py raises here, and the API path is used)."""
+_P, _U32, _U64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+# the recording calls made through ctypes (held): argument and result types, matching SIGNATURES
+HELD = {
+    "wgpuComputePassEncoderSetPipeline": ([_P, _P], None),
+    "wgpuComputePassEncoderSetBindGroup": ([_P, _U32, _P, ctypes.c_size_t, _P], None),
+    "wgpuComputePassEncoderDispatchWorkgroups": ([_P, _U32, _U32, _U32], None),
+    "wgpuCommandEncoderBeginComputePass": ([_P, _P], _P),
+    "wgpuComputePassEncoderEnd": ([_P], None),
+    "wgpuComputePassEncoderRelease": ([_P], None),
+    "wgpuCommandEncoderCopyBufferToBuffer": ([_P, _P, _U64, _P, _U64, _U64], None),
+}
 
-    def __init__(self, ffi=None, lib=None):
+
+def _held_calls(path: str) -> dict:
+    """HELD's functions of the wgpu-native library at `path` (the one wgpu-py loaded), called through ctypes with
+    the interpreter lock held (ctypes.PyDLL)."""
+    dll = ctypes.PyDLL(path)
+    calls = {}
+    for name, (args, result) in HELD.items():
+        f = getattr(dll, name)
+        f.argtypes, f.restype = args, result
+        calls[name] = f
+    return calls
+
+
+class Native:
+    """wgpu-native's recording calls, after their signatures were compared with SIGNATURES (a different wgpu-py
+    raises here, and the API path is used): through ctypes holding the interpreter lock (`held`), or wgpu-py's cffi
+    `lib`. `handle(obj)` is what the calls take for a wgpu-py object."""
+
+    def __init__(self, ffi=None, lib=None, held: bool = False, path: str | None = None):
         if ffi is None or lib is None:
-            from wgpu.backends.wgpu_native._ffi import ffi, lib
+            from wgpu.backends.wgpu_native._ffi import ffi, lib, lib_path
+
+            path = path or lib_path
         for name, want in SIGNATURES.items():
             got = ffi.typeof(getattr(lib, name)).cname
             if got != want:
                 raise TypeError(f"{name} is {got}, not {want}")
         self.ffi = ffi
-        self.set_pipeline = lib.wgpuComputePassEncoderSetPipeline
-        self.set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
-        self.dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
-        self.begin = lib.wgpuCommandEncoderBeginComputePass
-        self.end = lib.wgpuComputePassEncoderEnd
-        self.release = lib.wgpuComputePassEncoderRelease
-        self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
-        self.submit_for_index = lib.wgpuQueueSubmitForIndex
-        self.null = ffi.NULL
+        self.held = held
+        calls = _held_calls(path) if held else {name: getattr(lib, name) for name in HELD}
+        self.set_pipeline = calls["wgpuComputePassEncoderSetPipeline"]
+        self.set_bind_group = calls["wgpuComputePassEncoderSetBindGroup"]
+        self.dispatch = calls["wgpuComputePassEncoderDispatchWorkgroups"]
+        self.begin = calls["wgpuCommandEncoderBeginComputePass"]
+        self.end = calls["wgpuComputePassEncoderEnd"]
+        self.release = calls["wgpuComputePassEncoderRelease"]
+        self.copy = calls["wgpuCommandEncoderCopyBufferToBuffer"]
+        self.submit_for_index = lib.wgpuQueueSubmitForIndex  # cffi: a submission may take a while, lock let go
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
         self.one_buffer = ffi.new("WGPUCommandBuffer[1]")
+        if held:
+            self.null = None
+            self.pass_arg = int(ffi.cast("uintptr_t", self.pass_desc))
+        else:
+            self.null = ffi.NULL
+            self.pass_arg = self.pass_desc
+
+    def handle(self, obj):
+        """What the recording calls take for wgpu-py object `obj`: its native pointer (as an int when held)."""
+        if self.held:
+            return int(self.ffi.cast("uintptr_t", obj._internal))
+        return obj._internal
 
     def submit(self, queue, commands) -> int:
         """Submit one command buffer; the submission's index (for readback.read to wait on it alone)."""
@@ -72,7 +117,7 @@ class Native:
         return int(self.submit_for_index(queue._internal, 1, self.one_buffer))
 
 
-_native: Native | None = None
+_native: Native | None = None  # made for the setting's mode (`_native.held`)
 _said: set[str] = set()
 
 
@@ -86,12 +131,15 @@ def native_calls() -> Native | None:
     """The native calls to record with, or None: the API path (FACERUN_GPU_REPLAY=api, or native calls this
     wgpu-py does not have as expected, said once)."""
     global _native
-    if settings.get("FACERUN_GPU_REPLAY") == "api":
+    mode = settings.get("FACERUN_GPU_REPLAY")
+    if mode == "api":
         return None
-    if _native is None:
+    held = mode in ("auto", "held")
+    if _native is None or _native.held != held:
         try:
-            _native = Native()
+            _native = Native(held=held)
         except Exception as e:  # an import, a missing name, a signature of another wgpu-native
+            _native = None
             _say_once("native", "GPU runs are recorded through wgpu-py's API: its native calls differ (%s)", e)
             return None
     return _native
@@ -111,7 +159,7 @@ class Replay:
             same = pipe is last
             last = pipe
             if native is not None:
-                self.steps.append((None if same else pipe._internal, group._internal, gx, gy))
+                self.steps.append((None if same else native.handle(pipe), native.handle(group), gx, gy))
             else:
                 self.steps.append((None if same else pipe, group, gx, gy))
         self.copies, self.slices, self.consts = [], [], []
@@ -121,7 +169,7 @@ class Replay:
                 self.consts.append((name, np.array(v.data, np.float32).reshape(v.shape)))
                 continue
             src = buffers[slot]
-            self.copies.append((src._internal if native is not None else src, offset, v.nbytes))
+            self.copies.append((native.handle(src) if native is not None else src, offset, v.nbytes))
             self.slices.append((name, offset // 4, v.size, tuple(v.shape)))
         self.keep = (recorded, [buffers[slot] for _, _, slot, _ in outputs if slot is not None])  # alive
 
@@ -144,11 +192,11 @@ class Replay:
             cp.end()
             return
         set_pipeline, set_bind_group, dispatch, null = n.set_pipeline, n.set_bind_group, n.dispatch, n.null
-        h = n.begin(enc._internal, n.pass_desc)
+        h = n.begin(n.handle(enc), n.pass_arg)
         try:
             if first is not None:
-                set_pipeline(h, first[0]._internal)
-                set_bind_group(h, 0, first[1]._internal, 0, null)
+                set_pipeline(h, n.handle(first[0]))
+                set_bind_group(h, 0, n.handle(first[1]), 0, null)
                 dispatch(h, first[2], first[3], 1)
             for _ in range(repeat):
                 for pipe, group, gx, gy in self.steps:
@@ -164,7 +212,7 @@ class Replay:
         """The outputs copied into `staging` from byte `at` on."""
         n = self.native
         if n is not None:
-            e, s, copy = enc._internal, staging._internal, n.copy
+            e, s, copy = n.handle(enc), n.handle(staging), n.copy
             for src, offset, nbytes in self.copies:
                 copy(e, src, 0, s, at + offset, nbytes)
         else:
