@@ -5,12 +5,13 @@ so the machinery's own waits show on a small machine as they would on a large on
     python benchmarks/pipeline_sim.py TREE FOLDER [--decode-ms 10] [--feed-ms 1.0] [--device-ms 0.3]
                                       [--post-ms 0.4] [--batch 8] [--workers 12] [--repeat 4]
 
-The stand-in: `prepare` sleeps DECODE_MS (a decode in C, the lock let go) after the real decode of the (small) photo;
-(in proportion to its pixels; DECODE_MS the folder's mean);
-a submission holds the interpreter lock for FEED_MS a photo (the feeding thread's Python) and queues DEVICE_MS a
-photo on a simulated device that runs one submission after another; reading it back waits for it; `faces_from`
-holds the lock for POST_MS. Photos fall in buckets by their size times SCALE (as YuNet's 128-rounded buckets of
-photos fitted to 1280 do for a folder of camera photos). Prints photos/s and the feeding thread's waits a photo.
+The stand-in: `prepare` sleeps DECODE_MS a photo on average, in proportion to its pixels (a decode in C, the lock
+let go), after the real decode of the (small) photo; a submission holds the interpreter lock for FEED_MS a photo
+(the feeding thread's Python) and queues DEVICE_MS a photo on a simulated device that runs one submission after
+another; reading it back waits for it; `faces_from` holds the lock for a time drawn exponentially about POST_MS (a
+crowd's NMS takes many times a portrait's). Photos fall in buckets by their size times SCALE (as YuNet's 128-rounded
+buckets of photos fitted to 1280 do for a folder of camera photos). Prints photos/s and the feeding thread's busy
+time and waits a photo.
 TREE: a checkout's root (or a folder holding a `facerun` package: `git archive REV facerun | tar -x -C DIR`).
 """
 

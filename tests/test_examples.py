@@ -258,3 +258,20 @@ def test_feed_order_times_a_trees_pipeline_with_a_stand_in_detector(data_dir):
     done = run_benchmark("feed_order.py", ROOT, group, "--repeat", "1", "--ms", "1")
     rate, _, rest = done.stdout.strip().partition(" photos/s (")
     assert float(rate.split(": ")[1]) > 0 and rest.startswith(f"{len(iter_images([group]))} photos")
+
+
+def test_pipeline_sim_runs_the_library_loop_against_a_simulated_gpu(data_dir):
+    from facerun.face.images import iter_images
+
+    group = data_dir / "faces" / "group"
+    done = run_benchmark("pipeline_sim.py", ROOT, group, "--repeat", "2", "--decode-ms", "1", "--batch", "2",
+                         "--workers", "2")
+    rate, _, rest = done.stdout.strip().partition(" photos/s (")
+    assert float(rate.split(": ")[1]) > 0 and rest.startswith(f"{2 * len(iter_images([group]))} photos")
+    assert "waiting on decoders" in rest
+
+
+def test_gil_calls_times_a_c_call_both_ways():
+    done = run_benchmark("gil_calls.py", "--threads", "0,1", "--calls", "2000")
+    rows = [line.split() for line in done.stdout.strip().splitlines()[1:]]
+    assert [r[0] for r in rows] == ["0", "1"] and all(float(v) > 0 for r in rows for v in r[1:])
