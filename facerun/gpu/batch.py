@@ -28,6 +28,7 @@ from . import pace, readback
 from .arena import GROWTH
 from .photo import ITEMS, _buffers
 from .plan import flat_grid
+from .replay import copier
 from .select import selection
 from .staging import staged_bytes, write_words
 
@@ -220,15 +221,16 @@ class PhotoBatch:
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
+                copy = copier(gp.native, enc)
                 first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
                 for i, it in enumerate(layout):
                     if it.staged is not None:
-                        enc.copy_buffer_to_buffer(it.staged.hand_over(), 0, bufs.image, 0, it.nbytes)
+                        copy(it.staged.hand_over(), 0, bufs.image, 0, it.nbytes)
                     else:
-                        enc.copy_buffer_to_buffer(upload, it.at, bufs.image, 0, it.nbytes)
-                    enc.copy_buffer_to_buffer(upload, it.params_at, bufs.params, 0, _up(len(it.params), 4))
+                        copy(upload, it.at, bufs.image, 0, it.nbytes)
+                    copy(upload, it.params_at, bufs.params, 0, _up(len(it.params), 4))
                     at_params = self._param_offset(it.photo)  # may make the store: before naming it
-                    enc.copy_buffer_to_buffer(self.store, at_params, gp.arena.uniform, 0, len(gp.params))
+                    copy(self.store, at_params, gp.arena.uniform, 0, len(gp.params))
                     gp.encode_pass(enc, first=first)
                     if chosen is None:
                         gp.copy_outputs(enc, staging, i * per_item)

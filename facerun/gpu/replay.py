@@ -105,6 +105,27 @@ class Native:
             self.null = ffi.NULL
             self.pass_arg = self.pass_desc
 
+    def compute_pass(self, enc, steps, first=None, repeat: int = 1) -> None:
+        """One compute pass into wgpu-py command encoder `enc`: `first` (pipeline, bind group, x, y groups: wgpu-py
+        objects) dispatched, then `steps` (pipeline handle or None: the one bound before, bind group handle, x, y
+        groups) `repeat` times over."""
+        set_pipeline, set_bind_group, dispatch, null = self.set_pipeline, self.set_bind_group, self.dispatch, self.null
+        h = self.begin(self.handle(enc), self.pass_arg)
+        try:
+            if first is not None:
+                set_pipeline(h, self.handle(first[0]))
+                set_bind_group(h, 0, self.handle(first[1]), 0, null)
+                dispatch(h, first[2], first[3], 1)
+            for _ in range(repeat):
+                for pipe, group, gx, gy in steps:
+                    if pipe is not None:
+                        set_pipeline(h, pipe)
+                    set_bind_group(h, 0, group, 0, null)
+                    dispatch(h, gx, gy, 1)
+            self.end(h)
+        finally:
+            self.release(h)
+
     def handle(self, obj):
         """What the recording calls take for wgpu-py object `obj`: its native pointer (as an int when held)."""
         if self.held:
@@ -115,6 +136,19 @@ class Native:
         """Submit one command buffer; the submission's index (for readback.read to wait on it alone)."""
         self.one_buffer[0] = commands._internal
         return int(self.submit_for_index(queue._internal, 1, self.one_buffer))
+
+
+def copier(native: Native | None, enc):
+    """copy(src, src offset, dst, dst offset, bytes) into wgpu-py command encoder `enc`: through `native`'s calls, or
+    wgpu-py's API without them."""
+    if native is None:
+        return enc.copy_buffer_to_buffer
+    e, call, handle = native.handle(enc), native.copy, native.handle
+
+    def copy(src, src_at: int, dst, dst_at: int, nbytes: int) -> None:
+        call(e, handle(src), src_at, handle(dst), dst_at, nbytes)
+
+    return copy
 
 
 _native: Native | None = None  # made for the setting's mode (`_native.held`)
@@ -191,22 +225,7 @@ class Replay:
                     cp.dispatch_workgroups(gx, gy, 1)
             cp.end()
             return
-        set_pipeline, set_bind_group, dispatch, null = n.set_pipeline, n.set_bind_group, n.dispatch, n.null
-        h = n.begin(n.handle(enc), n.pass_arg)
-        try:
-            if first is not None:
-                set_pipeline(h, n.handle(first[0]))
-                set_bind_group(h, 0, n.handle(first[1]), 0, null)
-                dispatch(h, first[2], first[3], 1)
-            for _ in range(repeat):
-                for pipe, group, gx, gy in self.steps:
-                    if pipe is not None:
-                        set_pipeline(h, pipe)
-                    set_bind_group(h, 0, group, 0, null)
-                    dispatch(h, gx, gy, 1)
-            n.end(h)
-        finally:
-            n.release(h)
+        n.compute_pass(enc, self.steps, first, repeat)
 
     def copy_outputs(self, enc, staging, at: int) -> None:
         """The outputs copied into `staging` from byte `at` on."""

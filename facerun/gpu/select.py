@@ -20,6 +20,7 @@ from ..errors import GpuError
 from ..runner import KEY_SHIFT, Candidates, Selected
 from . import kernels as K
 from .plan import flat_grid
+from .replay import copier
 
 HEADER = 16  # bytes before an item's rows: the count, then padding
 ALIGN = 256  # regions start at storage-offset alignment
@@ -151,8 +152,16 @@ class Selection:
         gp = self.gp
         out = _out(gp.arena, self.region).buffer
         enc.clear_buffer(out, first * self.region, count * self.region)
+        pipeline = gp.dev.pipeline(K.SELECT)
+        n = gp.native  # replay.Native: the recording calls made directly (see replay.py), or None: wgpu-py's API
+        if n is not None:
+            steps = [(None, n.handle(self._group(k, level, out)), gx, gy)
+                     for k in range(first, first + count) for level, (gx, gy, _) in enumerate(self._grids)]
+            steps[0] = (n.handle(pipeline), *steps[0][1:])
+            n.compute_pass(enc, steps)
+            return out
         cp = enc.begin_compute_pass(label="facerun candidate rows")
-        cp.set_pipeline(gp.dev.pipeline(K.SELECT))
+        cp.set_pipeline(pipeline)
         for k in range(first, first + count):
             for level, (gx, gy, _) in enumerate(self._grids):
                 cp.set_bind_group(0, self._group(k, level, out))
@@ -166,7 +175,7 @@ class Selection:
 
     def copy(self, enc, out, k: int, staging, at: int) -> None:
         """Item k's region (its count and rows) into `staging` from byte `at`."""
-        enc.copy_buffer_to_buffer(out, k * self.region, staging, at, self.read_bytes)
+        copier(self.gp.native, enc)(out, k * self.region, staging, at, self.read_bytes)
 
     def unpack(self, flat: np.ndarray, at: int, photo_hw: tuple[int, int]) -> Selected | None:
         """The rows read back from byte `at` of `flat` (float32), in the grids' order; None: more than the region
