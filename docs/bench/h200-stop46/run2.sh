@@ -8,9 +8,9 @@ export FACERUN_PHOTO_BATCH=8
 for round in 1 2; do
   row $PWD/.device/head head-b8-$round photos /tmp/p20 --paths gpu
   row $PWD new-b8-$round photos /tmp/p20 --paths gpu
-  FACERUN_GPU_REPLAY=native row $PWD cffi-b8-$round photos /tmp/p20 --paths gpu
-  FACERUN_PHOTO_STAGING_MB=0 row $PWD unstaged-b8-$round photos /tmp/p20 --paths gpu
 done
+FACERUN_GPU_REPLAY=native row $PWD cffi-b8 photos /tmp/p20 --paths gpu
+FACERUN_PHOTO_STAGING_MB=0 row $PWD unstaged-b8 photos /tmp/p20 --paths gpu
 export FACERUN_PHOTO_BATCH=1
 row $PWD/.device/head head-b1 photos /tmp/p20 --paths gpu
 row $PWD new-b1 photos /tmp/p20 --paths gpu
