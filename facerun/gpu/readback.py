@@ -25,8 +25,12 @@ class _Native:
         self.local = threading.local()
         # fail now, not on the first run, if a name is missing
         self.calls = (lib.wgpuBufferMapAsync, lib.wgpuDevicePoll, lib.wgpuBufferGetConstMappedRange,
-                      lib.wgpuBufferUnmap, lib.WGPUMapMode_Read, lib.WGPUMapAsyncStatus_Success,
-                      lib.WGPUCallbackMode_AllowProcessEvents)
+                      lib.wgpuBufferGetMappedRange, lib.wgpuBufferUnmap, lib.WGPUMapMode_Read, lib.WGPUMapMode_Write,
+                      lib.WGPUMapAsyncStatus_Success, lib.WGPUCallbackMode_AllowProcessEvents)
+
+    def poll(self, device, wait: bool = False) -> None:
+        """Let the device run the callbacks of what completed (waiting for all submitted work when `wait`)."""
+        self.lib.wgpuDevicePoll(device._internal, wait, self.ffi.NULL)
 
     def _callback(self):
         cb = getattr(self.local, "cb", None)
@@ -84,6 +88,12 @@ def _get_native() -> _Native | None:
         except (ImportError, AttributeError):
             _native = None
     return _native
+
+
+def mapping_calls() -> _Native | None:
+    """wgpu-native's mapping calls (`ffi`, `lib`, `poll`), or None where this wgpu build lacks them (staging.py's
+    upload buffers use them too)."""
+    return _get_native()
 
 
 def read(device, buffer, index: int | None = None, nbytes: int | None = None) -> np.ndarray:

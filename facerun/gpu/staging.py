@@ -24,6 +24,7 @@ import numpy as np
 from .. import counters, settings
 from ..runner import StagedImage
 from . import device as D
+from .readback import mapping_calls
 
 GRAIN = 256 * 1024  # buffer sizes rounded up to this: photos of one bucket share buffers
 LOOSE = 1.5  # a free buffer takes a photo of at least 1 / LOOSE of its size
@@ -35,39 +36,10 @@ def _wgpu():
     return wgpu
 
 
-class _Native:
-    """wgpu-native's mapping calls (wgpu-py maps buffers only through its own API, on the calling thread)."""
-
-    def __init__(self):
-        from wgpu.backends.wgpu_native._ffi import ffi, lib
-
-        self.ffi, self.lib = ffi, lib
-        self.calls = (lib.wgpuBufferMapAsync, lib.wgpuBufferGetMappedRange, lib.wgpuBufferUnmap, lib.wgpuDevicePoll,
-                      lib.WGPUMapMode_Write, lib.WGPUMapAsyncStatus_Success, lib.WGPUCallbackMode_AllowProcessEvents)
-
-    def poll(self, device, wait: bool = False) -> None:
-        self.lib.wgpuDevicePoll(device._internal, wait, self.ffi.NULL)
-
-
-_native: _Native | None = None
-_native_tried = False
-
-
-def _get_native() -> _Native | None:
-    global _native, _native_tried
-    if not _native_tried:
-        _native_tried = True
-        try:
-            _native = _Native()
-        except (ImportError, AttributeError):
-            _native = None
-    return _native
-
-
 class _Slot:
     """One upload buffer: mapped (its memory `view`), or handed to a submission, or being mapped again."""
 
-    def __init__(self, native: _Native, buffer):
+    def __init__(self, native, buffer):
         ffi, lib = native.ffi, native.lib
         self.native, self.buffer, self.size = native, buffer, buffer.size
         self.view: np.ndarray | None = None
@@ -142,7 +114,7 @@ class PhotoStaging:
     def __init__(self, dev, budget: int | None = None):
         self.dev = dev
         self.budget = int(settings.get("FACERUN_PHOTO_STAGING_MB") * 2**20) if budget is None else int(budget)
-        self.native = _get_native() if self.budget > 0 else None
+        self.native = mapping_calls() if self.budget > 0 else None
         self.free: list[_Slot] = []  # buffers not holding a photo (mapped, or being mapped again)
         self.held = 0  # bytes of every buffer made and not destroyed
         self._lock = threading.Lock()
