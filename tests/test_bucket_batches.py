@@ -156,7 +156,7 @@ def mixed_buckets(detector, tmp_path_factory):
 @pytest.mark.parametrize("batch, items", [(8, "on"), (8, "off"), (1, "on")])
 def test_library_detect_keeps_input_order_with_another_bucket_between(detector, mixed_buckets, monkeypatch, batch,
                                                                       items):
-    monkeypatch.setenv("FACERUN_PHOTO_BATCH", str(batch))  # 1, the default: each photo on its own, as before
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", str(batch))  # 1: each photo on its own, as before
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
     paths, serial = mixed_buckets
     before = counters.snapshot().get("gpu_photo_batches", 0), _item_batches()

@@ -22,6 +22,7 @@ from . import kernels as K
 from . import masking
 from .arena import GROWTH
 from .plan import flat_grid
+from .replay import copier
 from .select import selection
 from .staging import staged_bytes, write_words
 
@@ -188,15 +189,15 @@ class PhotoInput:
             clock = phases.current()
             t = phases.perf_counter_ns() if clock else 0
             queue = gp.dev.queue
+            ahead = None
             if staged is None:
                 bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
                 write_words(queue, bufs.image, 0, data)
-            else:  # copied on the device, in a submission of its own ahead of the run's
+            else:  # copied on the device, by a command buffer submitted with the run's (recorded ahead of it)
                 bufs = _buffers(gp.arena, staged.nbytes)
                 enc = gp.dev.device.create_command_encoder(label="facerun staged photo")
-                enc.copy_buffer_to_buffer(staged.hand_over(), 0, bufs.image, 0, staged.nbytes)
-                queue.submit([enc.finish()])
-                staged.release()
+                copier(gp.native, enc)(staged.hand_over(), 0, bufs.image, 0, staged.nbytes)
+                ahead = enc.finish()
             queue.write_buffer(bufs.params, 0, params)
             if chosen is not None:
                 queue.write_buffer(gp.arena.photos, 0, size)
@@ -209,11 +210,14 @@ class PhotoInput:
             self._key = commands[0]
             if clock:
                 clock.lap(phases.RECORD, t)
+            run = commands[1] if ahead is None else [ahead, commands[1]]
             if chosen is not None:
-                return commands[1], gp.staging, chosen.read_bytes
-            return commands[1], gp.staging
+                return run, gp.staging, chosen.read_bytes
+            return run, gp.staging
 
         def record_next():
+            if staged is not None:
+                staged.release()  # its buffer mapped again once this submission ran
             if gp.raw:
                 self._ready = (self._key, self._commands(_buffers(gp.arena, 0), slot, gx, gy, chosen))
 

@@ -318,9 +318,9 @@ class GpuProgram:
         return kept[1], kept[2]
 
     def _submit(self, what: str, prepare, after_submit=None) -> np.ndarray:
-        """Record (`prepare` -> command buffer, staging buffer[, the bytes of it to read]), submit, wait and read
-        the staging buffer back, watching for device errors: one at submit or read-back marks the device broken and
-        raises GpuError."""
+        """Record (`prepare` -> command buffer (or a list of them, submitted together), staging buffer[, the bytes
+        of it to read]), submit, wait and read the staging buffer back, watching for device errors: one at submit or
+        read-back marks the device broken and raises GpuError."""
         if D.broken_reason():
             raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
         try:
@@ -333,7 +333,7 @@ class GpuProgram:
             if D.take_injected("submit"):
                 raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
             t = phases.perf_counter_ns() if clock else 0
-            self.dev.queue.submit([commands])
+            self.dev.queue.submit(commands if isinstance(commands, list) else [commands])
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
             if clock:
