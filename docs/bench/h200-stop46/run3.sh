@@ -12,3 +12,4 @@ FACERUN_PHOTO_BATCH=1 row $PWD new-b1 photos /tmp/p20 --paths gpu
 row $PWD/.device/head head-206 photos $P --paths gpu
 row $PWD new-206 photos $P --paths gpu
 FACERUN_PHOTO_BATCH=1 row $PWD new-b1-206 photos $P --paths gpu
+row $PWD floor photos /tmp/p20 --paths decode,decode-processes
