@@ -77,6 +77,7 @@ def _item_batches() -> int:
 @pytest.mark.parametrize("items", ["off", "on"])
 def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items):
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")  # the four crops fill the bucket's batch program
     crops = _crops(0, SAME_BUCKET)
     prepared = [detector.prepare(c) for c in crops]
     assert len({p.bucket for p in prepared}) == 1 and prepared[0].bucket == (1, 3, 384, 512)
