@@ -16,6 +16,7 @@ buffer back when it is dropped.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 
@@ -36,29 +37,54 @@ def _wgpu():
     return wgpu
 
 
+# Mappings asked for and not completed: slot number -> the slot, kept alive until its callback came (one callback
+# for every slot, made once: wgpu may call it after a pool, or its model, is gone).
+_PENDING: dict[int, _Slot] = {}
+_NUMBERS = itertools.count(1)
+_callback = None  # the cffi callback, made at the first slot
+_ffi = None
+
+
+def _mapped(status, message, user1, user2) -> None:
+    slot = _PENDING.pop(int(_ffi.cast("uintptr_t", user1)), None)
+    if slot is not None:
+        slot.status = int(status)
+
+
+def _callback_info(native, number: int):
+    """The mapping's callback, naming slot `number` (its first user pointer)."""
+    global _callback, _ffi
+    ffi, lib = native.ffi, native.lib
+    info = ffi.new("WGPUBufferMapCallbackInfo *")
+    if _callback is None:
+        _ffi = ffi
+        _callback = ffi.callback(ffi.typeof(info.callback))(_mapped)
+    info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+    info.callback = _callback
+    info.userdata1 = ffi.cast("void *", number)
+    return info
+
+
 class _Slot:
     """One upload buffer: mapped (its memory `view`), or handed to a submission, or being mapped again."""
 
     def __init__(self, native, buffer):
-        ffi, lib = native.ffi, native.lib
         self.native, self.buffer, self.size = native, buffer, buffer.size
         self.view: np.ndarray | None = None
         self.status = None  # the mapping's status, set by its callback (in a poll, on any thread)
-        info = ffi.new("WGPUBufferMapCallbackInfo *")
-
-        @ffi.callback(ffi.typeof(info.callback))
-        def done(status, message, user1, user2):
-            self.status = int(status)
-
-        info.mode = lib.WGPUCallbackMode_AllowProcessEvents
-        info.callback = done
-        self._info, self._done = info, done
+        self.number = next(_NUMBERS)
+        self._info = _callback_info(native, self.number)
 
     def map(self) -> None:
         """Ask for the buffer's memory (done once every submission using it ran; seen in a poll)."""
         self.status = None
-        self.native.lib.wgpuBufferMapAsync(self.buffer._internal, self.native.lib.WGPUMapMode_Write, 0, self.size,
-                                           self._info[0])
+        _PENDING[self.number] = self
+        try:
+            self.native.lib.wgpuBufferMapAsync(self.buffer._internal, self.native.lib.WGPUMapMode_Write, 0,
+                                               self.size, self._info[0])
+        except Exception:
+            _PENDING.pop(self.number, None)
+            raise
 
     def mapped(self) -> bool:
         """Whether the memory is the host's now (`view` made at the first ask after the mapping completed)."""
@@ -157,8 +183,8 @@ class PhotoStaging:
                 break
             self.native.poll(self.dev.device)  # mappings asked for and done: their callbacks run now
         with self._lock:
-            while self.held + size > self.budget:
-                unfit = [s for s in self.free if not size <= s.size <= size * LOOSE]
+            while self.held + size > self.budget:  # a buffer whose mapping is pending is not destroyed
+                unfit = [s for s in self.free if not size <= s.size <= size * LOOSE and s.mapped()]
                 if not unfit:
                     return None
                 old = unfit[0]
