@@ -132,25 +132,24 @@ def _same(a, b) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def test_a_library_run_staging_photos_finds_the_faces_of_one_that_does_not(detector, tmp_path, monkeypatch):
+def test_a_library_run_staging_photos_finds_the_faces_of_photos_run_alone(detector, tmp_path, monkeypatch):
+    """Each photo run alone by detect() (uploaded by the calling thread: nothing staged) against the library run,
+    every photo staged by a decoding thread and run in batches of a bucket."""
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "3")
-    paths = []
+    paths, want = [], []
     for i in range(8):
+        rgb = _photo(i % 4, 300 + 20 * (i % 3), 400 + 30 * (i % 2))
         paths.append(tmp_path / f"p{i}.png")
-        Image.fromarray(_photo(i % 4, 300 + 20 * (i % 3), 400 + 30 * (i % 2))).save(paths[-1])
-    monkeypatch.setenv("FACERUN_PHOTO_STAGING_MB", "0")
-    unstaged = Detector("yunet-2023mar", device="gpu", max_side=512)
-    want = list(iter_photo_faces(paths, unstaged, workers=2))
-    monkeypatch.delenv("FACERUN_PHOTO_STAGING_MB")
+        Image.fromarray(rgb).save(paths[-1])
+        want.append(detector.detect(rgb))
     before = counters.snapshot()
     got = list(iter_photo_faces(paths, detector, workers=2))
     after = counters.snapshot()
     assert after.get("gpu_photos_staged", 0) - before.get("gpu_photos_staged", 0) == len(paths)
     assert after.get("gpu_photo_batches", 0) > before.get("gpu_photo_batches", 0)
-    assert sum(len(r.faces) for r in want) > 0
-    for a, b in zip(want, got):
-        assert a.path == b.path
-        assert [(f.box, f.score) for f in a.faces] == [(f.box, f.score) for f in b.faces]
+    assert sum(len(faces) for faces in want) > 0 and [r.path for r in got] == paths
+    for faces, result in zip(want, got):
+        assert [(f.box, f.score) for f in faces] == [(f.box, f.score) for f in result.faces]
 
 
 def test_a_mapping_still_pending_when_its_pool_goes_is_harmless(gpu):
