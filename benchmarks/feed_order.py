@@ -16,6 +16,16 @@ import time
 from pathlib import Path
 
 
+def use_tree(tree: Path, script: str) -> bool:
+    """Import facerun from checkout `tree` from now on; False (said on stderr) when it holds no facerun package."""
+    tree = tree.resolve()
+    if not (tree / "facerun" / "__init__.py").is_file():
+        print(f"{script}: no facerun package in {tree}", file=sys.stderr)
+        return False
+    sys.path.insert(0, str(tree))
+    return True
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tree", type=Path)
@@ -24,11 +34,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ms", type=float, default=2.0, help="the stand-in detector's milliseconds a photo")
     parser.add_argument("--repeat", type=int, default=2, help="the folder's photos this many times over")
     args = parser.parse_args(argv)
-    tree = args.tree.resolve()
-    if not (tree / "facerun" / "__init__.py").is_file():
-        print(f"feed_order: no facerun package in {tree}", file=sys.stderr)
+    if not use_tree(args.tree, "feed_order"):
         return 1
-    sys.path.insert(0, str(tree))
     from facerun.face.images import iter_images
     from facerun.face.library import iter_photo_faces
 
@@ -43,7 +50,8 @@ def main(argv=None) -> int:
         return 1
     start = time.perf_counter()
     done = sum(1 for r in iter_photo_faces(paths, StandIn(), workers=args.workers) if r.ok)
-    print(f"{tree.name}: {done / (time.perf_counter() - start):.1f} photos/s ({done} photos, {args.workers} "
+    rate = done / (time.perf_counter() - start)
+    print(f"{args.tree.resolve().name}: {rate:.1f} photos/s ({done} photos, {args.workers} "
           f"decoding threads, {args.ms:g} ms a photo)")
     return 0
 

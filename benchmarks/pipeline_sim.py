@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from feed_order import use_tree  # benchmarks/ is this script's folder, first on the path
+
 
 def spin(seconds: float) -> None:
     """Python that holds the interpreter lock for `seconds` (as a feeding or post-processing thread's does)."""
@@ -108,11 +110,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=12, help="decoding threads")
     parser.add_argument("--repeat", type=int, default=4, help="the folder's photos this many times over")
     args = parser.parse_args(argv)
-    tree = args.tree.resolve()
-    if not (tree / "facerun" / "__init__.py").is_file():
-        print(f"pipeline_sim: no facerun package in {tree}", file=sys.stderr)
+    if not use_tree(args.tree, "pipeline_sim"):
         return 1
-    sys.path.insert(0, str(tree))
     from facerun.face.images import iter_images
     from facerun.face.library import LibraryStats, iter_photo_faces
     from facerun.face.photo_detector import PhotoDetector
@@ -132,8 +131,8 @@ def main(argv=None) -> int:
     waits = getattr(stats.clock, "idle_ns", {})
     waited = " ".join(f"{k} {v / 1e6 / max(done, 1):.2f}" for k, v in waits.items())
     busy = stats.clock.total_ns() / 1e6 / max(done, 1)
-    print(f"{tree.name}: {done / wall:.1f} photos/s ({done} photos; feeding busy {busy:.2f} ms a photo; waiting on "
-          f"{waited or '-'} ms a photo)")
+    print(f"{args.tree.resolve().name}: {done / wall:.1f} photos/s ({done} photos; feeding busy {busy:.2f} ms a "
+          f"photo; waiting on {waited or '-'} ms a photo)")
     return 0
 
 

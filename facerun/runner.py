@@ -29,7 +29,8 @@ KEY_SHIFT = 28  # a candidate row's key: its level above this bit, its position 
 class StagedImage(np.ndarray):
     """A photo's pixels (usable as the H x W x C uint8 array they are) whose bytes a runner already put on its device
     (`staged`: the runner's own handle, from `stage_photo`), so a run copies them there instead of uploading them on
-    the thread that feeds the device. A view or copy of it is a plain image again (`staged` None)."""
+    the thread that feeds the device. A view or copy of it keeps the type but not the handle (`staged` None), so
+    only the staged photo itself runs from the device's copy."""
 
     staged = None
 

@@ -27,7 +27,7 @@ import numpy as np
 from .. import phases
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
-from .buckets import Buckets, photo_batch
+from .buckets import Buckets, Slot, photo_batch
 from .images import load_photo, load_photo_shrunk
 from .photo_detector import PhotoDetector, photo_detector
 
@@ -257,11 +257,12 @@ def _post(photo: _Photo, detector: PhotoDetector, embedder, all_faces: bool, kee
 
 @dataclass
 class _Entry:
-    """A photo in the pipelined run: its decode's future, then (fed to the network) its post-processing's."""
+    """A photo in the pipelined run: its decode's future, then (fed to the network) its post-processing's (a
+    Future, or a buckets.Slot until its bucket's batch ran)."""
 
     future: Future
     path: Path
-    out: Future | None = None
+    out: Future | Slot | None = None
 
 
 class _Batcher:

@@ -8,8 +8,8 @@ tight loop with no Python objects made per dispatch, and a pipeline bound by the
 Three ways to record the same list: wgpu-native's C functions called directly (`Native`: no per-call error capture,
 no cffi array per set_bind_group), either through ctypes holding the interpreter lock (`held`) or through wgpu-py's
 own cffi `lib`, which lets go of the lock at every call (`native`), or wgpu-py's API (the fallback). A recording call
-takes well under a microsecond; letting go of the lock and taking it back costs ~10 microseconds a call once other
-threads want the lock (a library run's decoding and post-processing threads: docs/benchmarks.md), and a pass is
+takes well under a microsecond; letting go of the lock and taking it back cost 10-16 microseconds a call with six
+other threads wanting the lock (a library run's decoding and post-processing threads: docs/benchmarks.md), and a pass is
 about a hundred calls. All give the very same command stream, so the outputs are the same bits. `FACERUN_GPU_REPLAY`
 picks: `auto` (held where the C signatures are the ones this was written against), `held`, `native`, `api`. A
 wgpu-py whose signatures differ falls back to the API and says so once. Errors made while recording are reported by

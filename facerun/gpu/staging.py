@@ -143,7 +143,9 @@ class PhotoStaging:
         self.native = mapping_calls() if self.budget > 0 else None
         self.free: list[_Slot] = []  # buffers not holding a photo (mapped, or being mapped again)
         self.held = 0  # bytes of every buffer made and not destroyed
-        self._lock = threading.Lock()
+        # re-entrant: a staged photo dropped unrun gives its buffer back from a finalizer, which a collection may
+        # run on a thread already holding the lock (in _take)
+        self._lock = threading.RLock()
 
     def stage(self, rgb: np.ndarray) -> np.ndarray:
         """`rgb` (H x W x C uint8) as a StagedImage whose bytes are in the device's upload memory, or `rgb` itself
