@@ -126,6 +126,31 @@ def test_staged_photos_run_to_the_outputs_of_uploaded_ones(detector):
     assert len(pool.free) == 3
 
 
+def test_staged_photos_in_a_batch_program_run_to_the_outputs_of_uploaded_ones(detector, monkeypatch):
+    """A batch of one bucket run once in its batch program (FACERUN_PHOTO_ITEMS=on, batch.ItemsBatch): staged photos
+    copied into their places on the device give the outputs of the same photos uploaded, bit for bit."""
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "2")
+    det = detector
+    pool = det.net.runner.model.staging
+    crops = [_photo(3, 300, 401), _photo(1, 350, 450)]
+    det.submit_networks([det.prepare(c) for c in crops])()  # the batch program's first batch: checked photo by photo
+    assert det.net.runner.photos.items_agree is True
+    plain = det.submit_networks([det.prepare(c) for c in crops])()
+    free = len(pool.free)
+    staged = [det.prepare(c) for c in crops]
+    for p in staged:
+        det.precompile(p)
+        assert isinstance(p.image, StagedImage) and p.image.staged.taken(pool, p.image.shape)
+    before = counters.snapshot().get("gpu_photo_item_batches", 0)
+    got = det.submit_networks(staged)()
+    assert counters.snapshot().get("gpu_photo_item_batches", 0) - before == 1
+    assert all(not p.image.staged.taken(pool, p.image.shape) for p in staged)
+    for g, want in zip(got, plain):
+        assert _same(g.outputs, want.outputs)
+    assert len(pool.free) == free  # both buffers back
+
+
 def _same(a, b) -> bool:
     if hasattr(a, "rows"):  # runner.Selected
         return np.array_equal(a.rows.view(np.uint32), b.rows.view(np.uint32)) and a.photo_hw == b.photo_hw

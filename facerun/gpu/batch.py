@@ -26,7 +26,7 @@ from . import device as D
 from . import kernels as K
 from . import pace, readback
 from .arena import GROWTH
-from .photo import ITEMS, _buffers
+from .photo import ITEMS, PARAMS_COPIED, _buffers
 from .plan import flat_grid
 from .replay import copier
 from .select import selection
@@ -183,7 +183,7 @@ class PhotoBatch:
         ph, pw = v.shape[2:]
         gx, gy, row = flat_grid(3 * ph * pw, gp.dev.limits)
         layout = []
-        at = 0  # the upload buffer: each photo's bytes (unless a decoding thread staged them), then its parameters
+        at = 0  # the upload buffer: each photo's bytes (unless a decoding thread staged them)
         for rgb, photo in items:
             photo = _checked(gp, rgb, photo, ph, pw, align)
             h, w, pixel = rgb.shape
@@ -192,19 +192,27 @@ class PhotoBatch:
             params = K.IMAGE.params().pack(total=3 * ph * pw, row=row, h=h, w=w, ph=ph, pw=pw, bgr=int(bgr),
                                            pixel=pixel)
             nbytes = staged.nbytes if staged is not None else _up(data.size, 4)
-            item = _Item(nbytes, data, params, photo, staged, at, at + (_up(nbytes) if data is not None else 0))
-            layout.append(item)
-            at = item.params_at + ALIGN
+            layout.append(_Item(nbytes, data, params, photo, staged, at, 0))
+            at += _up(nbytes) if data is not None else 0
+        # then every photo's layout parameters and the photos' sizes: one write a batch (a queue write is dear on
+        # the feeding thread), copied on the device where each is needed
+        small = bytearray(ALIGN * len(layout))
+        for k, it in enumerate(layout):
+            it.params_at = at + k * ALIGN
+            small[k * ALIGN : k * ALIGN + len(it.params)] = it.params
+        sizes_at = at + len(small)
         chosen = selection(gp, select) if select is not None else None
         per_item = _up(gp.staging_bytes if chosen is None else chosen.read_bytes)
         if chosen is not None and len(layout) > K.PHOTO_ITEMS:
             raise GpuError(f"a batch of candidate rows takes at most {K.PHOTO_ITEMS} photos, not {len(layout)}")
         sizes = np.array([it.photo if it.photo is not None else (ph, pw) for it in layout], np.uint32)
+        small += sizes.tobytes()
+        at = sizes_at + _up(sizes.nbytes)
         if D.broken_reason():
             raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
         with gp.lock, pace.turn():
             try:
-                gp.current()
+                gp.current(PARAMS_COPIED)  # each photo's parameters are copied from the store below
                 s = self._set(at, per_item * len(layout))
                 upload, staging = s["upload"], s["staging"]
                 bufs = _buffers(gp.arena, max(it.nbytes for it in layout))
@@ -215,13 +223,13 @@ class PhotoBatch:
                 for it in layout:
                     if it.data is not None:
                         write_words(queue, upload, it.at, it.data)
-                    queue.write_buffer(upload, it.params_at, it.params)
-                if chosen is not None:
-                    queue.write_buffer(gp.arena.photos, 0, sizes)
+                queue.write_buffer(upload, layout[0].params_at, small)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
                 copy = copier(gp.native, enc)
+                if chosen is not None:
+                    copy(upload, sizes_at, gp.arena.photos, 0, sizes.nbytes)
                 first = (gp.dev.pipeline(K.IMAGE), group, gx, gy)
                 for i, it in enumerate(layout):
                     if it.staged is not None:
@@ -346,17 +354,29 @@ class ItemsBatch:
             if not shape or shape[0] != self.items:
                 raise GpuError(f"output '{name}' of {list(shape)} is not {self.items} items first")
         self._plans: dict[int, tuple[list, int]] = {}  # photos in a batch -> its read-back (_copies)
+        self._small = None  # a batch's header, layout parameters and sizes, copied from here into place
+
+    def _small_buffer(self, nbytes: int):
+        """The buffer a batch's small writes go to (one is enough: the queue orders a write after the submissions
+        made before it, so the batch before has copied out of it)."""
+        if self._small is None or self._small.size < nbytes:
+            wgpu = _wgpu()
+            self._small = self.gp.dev.device.create_buffer(label="facerun batch header", size=_up(nbytes),
+                                                           usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+        return self._small
 
     def fits(self, items: list) -> bool:
         """Whether the photos' bytes (and the header) fit one binding of the layout's buffer."""
         at = _up(16 * self.items) + sum(_up(rgb.nbytes) for rgb, _ in items)
         return at <= self.gp.dev.limits.max_binding
 
-    def submit(self, items: list, bgr: bool, align: int, select=None) -> Pending:
+    def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
         """Submit photos `items` [(rgb, photo)] (at most the program's N; the rest of the batch is zeros): rgb
         h x w x 3 (or x 4) uint8 within `photo`, photo the padded (rows, columns) it is masked to (None: the whole
         input). GpuError on a bad item or a device failure. select: a runner.Candidates: each photo's candidate
-        rows come back (runner.Selected; None for a photo of more rows than the device holds), not its outputs."""
+        rows come back (runner.Selected; None for a photo of more rows than the device holds), not its outputs.
+        stager: the model's staging.PhotoStaging: an image it staged is copied from its buffer on the device into
+        its place in the layout's buffer, not uploaded here."""
         gp, n, ph, pw = self.gp, self.items, self.ph, self.pw
         if not 0 < len(items) <= n:
             raise GpuError(f"a batch program of {n} items takes 1 to {n} photos, not {len(items)}")
@@ -369,12 +389,19 @@ class ItemsBatch:
             h, w, pixel = rgb.shape
             if photo is not None:
                 sizes[k] = photo
-            data = np.ascontiguousarray(rgb).reshape(-1)
+            staged = staged_bytes(rgb, stager)
+            data = None if staged is not None else np.ascontiguousarray(rgb).reshape(-1)
             header[k] = (h, w, pixel, at // 4)
-            datas.append((at, data))
-            at += _up(data.size)
+            datas.append((at, data, staged))
+            at += _up(rgb.nbytes)
         gx, gy, row = flat_grid(n * 3 * ph * pw, gp.dev.limits)
         params = K.IMAGES.params().pack(total=n * 3 * ph * pw, row=row, ph=ph, pw=pw, bgr=int(bgr))
+        params_at = _up(header.nbytes)
+        sizes_at = params_at + ALIGN
+        small_bytes = bytearray(sizes_at + sizes.nbytes)
+        small_bytes[: header.nbytes] = header.tobytes()
+        small_bytes[params_at : params_at + len(params)] = params
+        small_bytes[sizes_at:] = sizes.tobytes()
         if D.broken_reason():
             raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
         with gp.lock, pace.turn():
@@ -392,18 +419,27 @@ class ItemsBatch:
                 bufs = _buffers(gp.arena, at)
                 queue = gp.dev.queue
                 # straight into the layout's buffer: the queue orders these writes after the batch before's pass
-                queue.write_buffer(bufs.image, 0, header)
-                for offset, data in datas:
-                    write_words(queue, bufs.image, offset, data)
-                queue.write_buffer(bufs.params, 0, params)
-                queue.write_buffer(gp.arena.photos, 0, sizes)
+                for offset, data, _ in datas:
+                    if data is not None:
+                        write_words(queue, bufs.image, offset, data)
+                # the header, the layout's parameters and the sizes: one write (a queue write is dear on the feeding
+                # thread), copied into place on the device
+                small = self._small_buffer(len(small_bytes))
+                queue.write_buffer(small, 0, small_bytes)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo items")
+                copy = copier(gp.native, enc)
+                copy(small, 0, bufs.image, 0, header.nbytes)
+                copy(small, params_at, bufs.params, 0, _up(len(params), 4))
+                copy(small, sizes_at, gp.arena.photos, 0, sizes.nbytes)
+                for offset, _, staged in datas:
+                    if staged is not None:
+                        copy(staged.hand_over(), 0, bufs.image, offset, staged.nbytes)
                 gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy))
                 for _, slot, offset, size, _ in copies:
                     if slot is not None:
-                        enc.copy_buffer_to_buffer(gp.buffers[slot], 0, staging, offset, size)
+                        copy(gp.buffers[slot], 0, staging, offset, size)
                 if chosen is not None:
                     out = chosen.record(enc, len(items))
                     for k in range(len(items)):
@@ -416,6 +452,9 @@ class ItemsBatch:
             except Exception as e:
                 raise GpuError(f"recording the GPU work failed: {type(e).__name__}: {e}") from None
             index = _submit(gp, queue, commands)
+            for _, _, staged in datas:  # a staged photo's buffer mapped again once this submission ran
+                if staged is not None:
+                    staged.release()
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_item_batches")

@@ -45,6 +45,7 @@ class _Buffers:
 
 
 ITEMS = "items"  # GpuProgram.current's photo for a batch whose items are each masked to their own photo size
+PARAMS_COPIED = "copied"  # GpuProgram.current's photo for a run that copies its parameters into place itself
 
 _BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # arena -> _Buffers
 
@@ -448,7 +449,7 @@ class PhotoChecks:
             return None
         # rows chosen once the batch programs agreed (their heads may differ from a photo's own by rounding)
         select = layout.select if self.select_agree is True and self.items_agree is True else None
-        pending = batch.submit(items, layout.bgr, align, select)
+        pending = batch.submit(items, layout.bgr, align, select, self.model.staging)
         hw = tuple(prog.input_shape[2:])
 
         def cut(outs) -> list:

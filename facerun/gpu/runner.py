@@ -23,7 +23,7 @@ from . import pace, readback
 from .arena import Arena
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
-from .photo import ITEMS, PhotoInput
+from .photo import ITEMS, PARAMS_COPIED, PhotoInput
 from .replay import Replay, native_calls
 
 
@@ -98,12 +98,14 @@ class GpuProgram:
     def current(self, photo: tuple[int, int] | None = None) -> None:
         """Before a run (lock held): rebind when the arena grew since, and load this program's parameters (masked to
         a `photo` of fewer rows and columns than the input, or each batch item to its own with ITEMS:
-        photo.PhotoInput)."""
+        photo.PhotoInput; PARAMS_COPIED: none, the run copies them into place itself)."""
         clock = phases.current()
         t = phases.perf_counter_ns() if clock else 0
         if self.generation != self.arena.generation:
             self._bind()
-        if photo is None or photo == self.photo.input_hw:
+        if photo == PARAMS_COPIED:
+            pass
+        elif photo is None or photo == self.photo.input_hw:
             self.arena.load_params(self, self.params)
         elif photo == ITEMS:
             self.arena.load_params((self, ITEMS), self.photo.item_params())
