@@ -117,13 +117,6 @@ def _positive(name: str, text: str) -> float:
     return positive_number(text.strip(), name)
 
 
-def _inflight(name: str, text: str) -> int:
-    text = text.strip()
-    if text not in ("1", "2"):
-        raise InputError(f"{name} must be 1 or 2, not '{text}'")
-    return int(text)
-
-
 def _photo_batch(name: str, text: str) -> int:
     text = text.strip()
     if not text.isdigit() or not 1 <= int(text) <= 64:
@@ -191,9 +184,6 @@ SETTINGS: tuple[Setting, ...] = (
             "padded size rounded up to this (32: a program per size)", _bucket),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "
             "to a submission in a library run (1: each photo on its own)", _photo_batch),
-    Setting("FACERUN_PHOTO_INFLIGHT", "1 or 2", 1, "on the GPU, submitted batches of photos left running while a "
-            "library run gathers the next (1: the batch before is read back as soon as the next is submitted)",
-            _inflight),
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),

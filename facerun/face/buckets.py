@@ -17,11 +17,6 @@ from .. import phases, settings
 from .photo_detector import PhotoDetector
 
 
-def in_flight() -> int:
-    """Submitted batches left running while the next is gathered: the setting's."""
-    return settings.get("FACERUN_PHOTO_INFLIGHT")
-
-
 def photo_batch() -> int:
     """Photos of one GPU bucket run in one submission (gpu/batch.py; two such submissions in flight): the setting's."""
     return settings.get("FACERUN_PHOTO_BATCH")
@@ -45,16 +40,15 @@ class Slot:
 
 class Buckets:
     """The detect stage's photos gathered by GPU bucket (prepared.bucket) into batches of up to `size`, each run
-    in one submission (Detector.submit_networks); the newest batch (the newest two with FACERUN_PHOTO_INFLIGHT=2) is
-    left running on the device while the one before is read back and handed to post-processing (`post(photo)` ->
-    its future). Photos without a bucket run alone at once."""
+    in one submission (Detector.submit_networks); the newest batch is left running on the device while the one
+    before is read back and handed to post-processing (`post(photo)` -> its future). Photos without a bucket run
+    alone at once."""
 
     def __init__(self, detector: PhotoDetector, stats, post: Callable, detect: Callable, size: int | None = None):
         self.detector, self.stats, self.post, self.detect = detector, stats, post, detect
         self.size = photo_batch() if size is None else size
         self.groups: dict[tuple, list] = {}  # bucket -> [(photo, slot)], in input order
         self.inflight: deque = deque()  # (finish, [(photo, slot)], seconds so far)
-        self.running = in_flight()  # batches left on the device after a submission
 
     @property
     def held(self) -> int:
@@ -70,7 +64,7 @@ class Buckets:
         group.append((photo, slot))
         if len(group) >= self.size:
             self.flush(key)
-        elif self.held > (1 + self.running) * self.size:  # many buckets half full: run the fullest, memory bounded
+        elif self.held > 2 * self.size:  # many buckets half full: run the fullest, memory stays bounded
             self.idle()
         return slot
 
@@ -80,7 +74,7 @@ class Buckets:
         with phases.recording(self.stats.clock):  # the runners' phases (phases.py)
             finish = self.detector.submit_networks([p.prepared for p, _ in group])
         self.inflight.append((finish, group, time.perf_counter() - start))
-        while len(self.inflight) > self.running:  # read the batch before while the device runs this one
+        while len(self.inflight) > 1:  # read the batch before while the device runs this one
             self.finish_oldest()
 
     def finish_oldest(self) -> None:

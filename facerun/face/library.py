@@ -27,7 +27,7 @@ import numpy as np
 from .. import phases
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
-from .buckets import Buckets, Slot, in_flight, photo_batch
+from .buckets import Buckets, Slot, photo_batch
 from .images import load_photo, load_photo_shrunk
 from .photo_detector import PhotoDetector, photo_detector
 
@@ -459,8 +459,8 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         count = options.decoder_processes or default_processes()
         workers = max(workers, count)  # a thread per process waits on it, then lays its photo out
         # slots: the decoding window, and the photos the detect stage holds (a bucket's batch gathering, one in
-        # flight: a batch each, at most twice that waiting; one more batch with two in flight)
-        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + (3 + in_flight()) * photo_batch())
+        # flight: a batch each, at most twice that waiting)
+        processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * photo_batch())
     through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
     decoding: deque[_Entry] = deque()  # photos being decoded, not fed to the network yet, in input order

@@ -9,9 +9,8 @@ would, in order on the GPU, so its outputs are those of its single run bit for b
 per (program, photo size), into the store.
 
 Submitting gives a `Pending`; reading it back waits for that submission only (the native submission index), so
-while the GPU runs batch k (and k-1) the caller writes batch k+1 and reads batch k-1 (k-2): each program has three
-upload buffers and the model three read-back buffers (`SETS`), used in turn; a buffer still holding an unread batch
-is read first.
+while the GPU runs batch k the caller writes batch k+1 and reads batch k-1: each program has two upload buffers and
+the model two read-back buffers (`SETS`), used in turn; a buffer still holding an unread batch is read first.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from .replay import copier
 from .select import selection
 from .staging import staged_bytes, write_words
 
-SETS = 3  # buffers used in turn: up to FACERUN_PHOTO_INFLIGHT (2) batches on the GPU while the host fills another
+SETS = 2  # submissions in flight: the GPU runs one while the host fills the other
 ALIGN = 256  # offsets inside the upload and read-back buffers (copies need 4; 256 keeps photos apart)
 
 
