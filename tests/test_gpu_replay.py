@@ -109,3 +109,42 @@ def test_the_replay_setting_is_checked(monkeypatch):
         settings.get("FACERUN_GPU_REPLAY")
     monkeypatch.setenv("FACERUN_GPU_REPLAY", " API ")
     assert settings.get("FACERUN_GPU_REPLAY") == "api"
+
+
+@pytest.mark.parametrize("mode", ["held", "native"])
+def test_native_writes_and_unmaps_are_the_apis(gpu, monkeypatch, fresh_native, mode):
+    """replay.writer's queue writes (bytes-like and arrays, at an offset) land as queue.write_buffer's do, and a
+    buffer the staging pool mapped is unmapped by the native call for the device's copy."""
+    import wgpu
+
+    from facerun.gpu.staging import GRAIN, PhotoStaging
+
+    monkeypatch.setenv("FACERUN_GPU_REPLAY", mode)
+    native = replay.native_calls()
+    assert native is not None and native.held == (mode == "held")
+    usage = wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.MAP_READ
+    ours, theirs = (gpu.device.create_buffer(size=64, usage=usage) for _ in range(2))
+    words = np.arange(7, 13, dtype=np.uint32)
+    raw = bytearray(range(200, 216))
+    write = replay.writer(native, gpu.queue)
+    write(ours, 8, words)
+    write(ours, 40, raw)
+    gpu.queue.write_buffer(theirs, 8, words)
+    gpu.queue.write_buffer(theirs, 40, raw)
+    got = []
+    for buf in (ours, theirs):
+        buf.map_sync(wgpu.MapMode.READ)
+        got.append(np.frombuffer(buf.read_mapped(), np.uint8).copy())
+        buf.unmap()
+    assert np.array_equal(got[0], got[1]) and got[0][8:32].view(np.uint32).tolist() == words.tolist()
+    pool = PhotoStaging(gpu, budget=GRAIN)
+    image = pool.stage(np.full((8, 8, 3), 77, np.uint8))
+    buffer = image.staged.hand_over()  # unmapped through `native`: a copy from it is valid now
+    out = gpu.device.create_buffer(size=192, usage=wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.MAP_READ)
+    enc = gpu.device.create_command_encoder()
+    enc.copy_buffer_to_buffer(buffer, 0, out, 0, 192)
+    gpu.queue.submit([enc.finish()])
+    out.map_sync(wgpu.MapMode.READ)
+    assert (np.frombuffer(out.read_mapped(), np.uint8) == 77).all()
+    out.unmap()
+    image.staged.release()

@@ -50,6 +50,9 @@ class PhotoRow:
     # GPU submissions of several photos: in a batch program (one pass, each item masked to its photo), or once a photo
     photo_item_batches: int = 0
     photo_run_batches: int = 0
+    # photos a decoding thread put on the device (gpu/staging.py), and those that found no buffer free
+    photos_staged: int = 0
+    photos_unstaged: int = 0
     workers: int = 0
     processes: int = 1
     device: str = ""
@@ -140,6 +143,8 @@ def _fill(row: PhotoRow, stats, paid: dict) -> float:
     row.programs_evicted = paid.get("programs_evicted", 0) + paid.get("gpu_programs_evicted", 0)
     row.photo_item_batches = paid.get("gpu_photo_item_batches", 0)
     row.photo_run_batches = paid.get("gpu_photo_batches", 0)
+    row.photos_staged = paid.get("gpu_photos_staged", 0)
+    row.photos_unstaged = paid.get("gpu_photos_unstaged", 0)
     row.seconds = {**{k: round(v, 4) for k, v in stats.seconds.items()}, "total": round(wall, 4)}
     clock = getattr(stats, "clock", None)
     if clock is not None and clock.busy_ns:

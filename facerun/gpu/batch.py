@@ -28,7 +28,7 @@ from . import pace, readback
 from .arena import GROWTH
 from .photo import ITEMS, PARAMS_COPIED, _buffers
 from .plan import flat_grid
-from .replay import copier
+from .replay import copier, writer
 from .select import selection
 from .staging import staged_bytes, write_words
 
@@ -220,10 +220,11 @@ class PhotoBatch:
                 queue = gp.dev.queue
                 clock = phases.current()
                 t = phases.perf_counter_ns() if clock else 0
+                write = writer(gp.native, queue)
                 for it in layout:
                     if it.data is not None:
-                        write_words(queue, upload, it.at, it.data)
-                queue.write_buffer(upload, layout[0].params_at, small)
+                        write_words(write, upload, it.at, it.data)
+                write(upload, layout[0].params_at, small)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
@@ -419,13 +420,14 @@ class ItemsBatch:
                 bufs = _buffers(gp.arena, at)
                 queue = gp.dev.queue
                 # straight into the layout's buffer: the queue orders these writes after the batch before's pass
+                write = writer(gp.native, queue)
                 for offset, data, _ in datas:
                     if data is not None:
-                        write_words(queue, bufs.image, offset, data)
+                        write_words(write, bufs.image, offset, data)
                 # the header, the layout's parameters and the sizes: one write (a queue write is dear on the feeding
                 # thread), copied into place on the device
                 small = self._small_buffer(len(small_bytes))
-                queue.write_buffer(small, 0, small_bytes)
+                write(small, 0, small_bytes)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 enc = gp.dev.device.create_command_encoder(label="facerun photo items")

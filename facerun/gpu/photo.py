@@ -193,7 +193,7 @@ class PhotoInput:
             ahead = None
             if staged is None:
                 bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
-                write_words(queue, bufs.image, 0, data)
+                write_words(queue.write_buffer, bufs.image, 0, data)
             else:  # copied on the device, by a command buffer submitted with the run's (recorded ahead of it)
                 bufs = _buffers(gp.arena, staged.nbytes)
                 enc = gp.dev.device.create_command_encoder(label="facerun staged photo")

@@ -43,6 +43,8 @@ SIGNATURES = {
         "void(*)(struct WGPUCommandEncoderImpl *, struct WGPUBufferImpl *, uint64_t, struct WGPUBufferImpl *, "
         "uint64_t, uint64_t)",
     "wgpuQueueSubmitForIndex": "uint64_t(*)(struct WGPUQueueImpl *, size_t, struct WGPUCommandBufferImpl * *)",
+    "wgpuQueueWriteBuffer": "void(*)(struct WGPUQueueImpl *, struct WGPUBufferImpl *, uint64_t, void *, size_t)",
+    "wgpuBufferUnmap": "void(*)(struct WGPUBufferImpl *)",
 }
 
 
@@ -56,6 +58,8 @@ HELD = {
     "wgpuComputePassEncoderEnd": ([_P], None),
     "wgpuComputePassEncoderRelease": ([_P], None),
     "wgpuCommandEncoderCopyBufferToBuffer": ([_P, _P, _U64, _P, _U64, _U64], None),
+    "wgpuQueueWriteBuffer": ([_P, _P, _U64, _P, ctypes.c_size_t], None),  # a copy into wgpu's staging memory
+    "wgpuBufferUnmap": ([_P], None),
 }
 
 
@@ -95,6 +99,8 @@ class Native:
         self.end = calls["wgpuComputePassEncoderEnd"]
         self.release = calls["wgpuComputePassEncoderRelease"]
         self.copy = calls["wgpuCommandEncoderCopyBufferToBuffer"]
+        self._write = calls["wgpuQueueWriteBuffer"]
+        self._unmap = calls["wgpuBufferUnmap"]
         self.submit_for_index = lib.wgpuQueueSubmitForIndex  # cffi: a submission may take a while, lock let go
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
         self.one_buffer = ffi.new("WGPUCommandBuffer[1]")
@@ -132,10 +138,33 @@ class Native:
             return int(self.ffi.cast("uintptr_t", obj._internal))
         return obj._internal
 
+    def write(self, queue, buffer, at: int, data) -> None:
+        """queue.write_buffer(buffer, at, data) by the native call: `data` a contiguous array or bytes-like object
+        of whole words."""
+        a = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+        address = a.ctypes.data if self.held else self.ffi.cast("void *", a.ctypes.data)
+        self._write(self.handle(queue), self.handle(buffer), at, address, a.nbytes)
+
+    def unmap(self, buffer) -> None:
+        """Unmap wgpu-py buffer `buffer` mapped by native calls (staging.py)."""
+        self._unmap(self.handle(buffer))
+
     def submit(self, queue, commands) -> int:
         """Submit one command buffer; the submission's index (for readback.read to wait on it alone)."""
         self.one_buffer[0] = commands._internal
         return int(self.submit_for_index(queue._internal, 1, self.one_buffer))
+
+
+def writer(native: Native | None, queue):
+    """write(buffer, offset, data) into wgpu-py queue `queue`: through `native`'s call (with the lock held where it
+    records so), or wgpu-py's API without it."""
+    if native is None:
+        return queue.write_buffer
+
+    def write(buffer, at: int, data) -> None:
+        native.write(queue, buffer, at, data)
+
+    return write
 
 
 def copier(native: Native | None, enc):

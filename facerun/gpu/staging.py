@@ -26,6 +26,7 @@ from .. import counters, settings
 from ..runner import StagedImage
 from . import device as D
 from .readback import mapping_calls
+from .replay import native_calls
 
 GRAIN = 256 * 1024  # buffer sizes rounded up to this: photos of one bucket share buffers
 LOOSE = 1.5  # a free buffer takes a photo of at least 1 / LOOSE of its size
@@ -97,7 +98,11 @@ class _Slot:
     def unmap(self) -> None:
         self.view = None
         self.status = None
-        self.native.lib.wgpuBufferUnmap(self.buffer._internal)
+        held = native_calls()  # on the feeding thread: with the interpreter lock held where runs record so
+        if held is not None:
+            held.unmap(self.buffer)
+        else:
+            self.native.lib.wgpuBufferUnmap(self.buffer._internal)
 
 
 class Staged:
@@ -215,13 +220,14 @@ class PhotoStaging:
             self.free.append(slot)
 
 
-def write_words(queue, buffer, at: int, data: np.ndarray) -> None:
-    """Bytes `data` into `buffer` from byte `at` (write_buffer moves whole words: the last bytes padded to one)."""
+def write_words(write, buffer, at: int, data: np.ndarray) -> None:
+    """Bytes `data` into `buffer` from byte `at` by `write` (a queue's write_buffer, or replay.writer's), which moves
+    whole words: the last bytes padded to one."""
     whole = data.size - data.size % 4
     if whole:
-        queue.write_buffer(buffer, at, data[:whole])
+        write(buffer, at, data[:whole])
     if whole != data.size:
-        queue.write_buffer(buffer, at + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
+        write(buffer, at + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
 
 
 def staged_bytes(rgb, pool: PhotoStaging | None) -> Staged | None:

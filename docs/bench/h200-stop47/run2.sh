@@ -1,0 +1,13 @@
+# call 2 of stop 47, 4120 photos, alternating: the tree before (.device/prev = ffb0314) against the working tree,
+# whose feeding thread also makes its queue writes and the staged buffers' unmapping through ctypes with the
+# interpreter lock held; the working tree with every call through cffi (FACERUN_GPU_REPLAY=native); the floor
+source docs/bench/h200-issue35/setup.sh
+nvidia-smi --query-gpu=name --format=csv,noheader; nproc
+for round in 1 2; do
+  row $PWD/.device/prev prev-$round photos /tmp/p20 --paths gpu
+  row $PWD new-$round photos /tmp/p20 --paths gpu
+done
+FACERUN_GPU_REPLAY=native row $PWD cffi photos /tmp/p20 --paths gpu
+row $PWD/.device/prev prev-3 photos /tmp/p20 --paths gpu
+row $PWD new-3 photos /tmp/p20 --paths gpu
+row $PWD floor photos /tmp/p20 --paths decode-processes
