@@ -131,44 +131,73 @@ def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) 
     w, h = _size_pair(size)
     inverse = invert_affine(matrix)
 
-    # each output pixel centre looks up the source point it came from (inverse mapping: no holes)
+    # each output pixel centre looks up the source point it came from (inverse mapping: no holes); the arithmetic
+    # is in place, each step the same operation on the same values as written out
     xs, ys = _grid(h, w)
-    sx = inverse[0, 0] * xs + inverse[0, 1] * ys + inverse[0, 2]
-    sy = inverse[1, 0] * xs + inverse[1, 1] * ys + inverse[1, 2]
+    sx = np.multiply(xs, inverse[0, 0])
+    sx += ys * inverse[0, 1]
+    sx += inverse[0, 2]
+    sy = np.multiply(xs, inverse[1, 0])
+    sy += ys * inverse[1, 1]
+    sy += inverse[1, 2]
     # a point far outside has no neighbours inside; clamping keeps floor() and the index math in int range
     limit = float(max(src.shape[0], src.shape[1]) + 2)
     np.clip(sx, -limit, limit, out=sx)
     np.clip(sy, -limit, limit, out=sy)
     x0 = np.floor(sx)
     y0 = np.floor(sy)
-    fx = (sx - x0).astype(np.float32)[:, :, None]
-    fy = (sy - y0).astype(np.float32)[:, :, None]
+    fx = np.subtract(sx, x0, out=sx).astype(np.float32)
+    fy = np.subtract(sy, y0, out=sy).astype(np.float32)
     x0 = x0.astype(np.intp)
     y0 = y0.astype(np.intp)
 
     # Only the region the samples touch is read: copied once, with a one-pixel frame of `border_value`, so the
-    # four neighbour gathers need no bounds masks (and a 4600-pixel photo is not touched outside the face).
+    # four neighbour gathers need no bounds masks (and a 4600-pixel photo is not touched outside the face). The
+    # region is laid out a plane a channel: numpy's gathers and products along a last axis of 3 (or against
+    # weights broadcast over it) run several times slower than over whole planes. A uint8 photo's region stays
+    # uint8; its gathered neighbours are made float32, the same values.
     planar = src if src.ndim == 3 else src[:, :, None]
-    height, width = planar.shape[:2]
+    height, width, channels = planar.shape
     left, top = int(x0.min()), int(y0.min())
     right, bottom = int(x0.max()) + 2, int(y0.max()) + 2
-    region = np.full((bottom - top, right - left, planar.shape[2]), border_value, dtype=np.float32)
+    small = planar.dtype == np.uint8 and float(border_value).is_integer() and 0 <= border_value <= 255
+    region = np.full((channels, bottom - top, right - left), border_value, dtype=np.uint8 if small else np.float32)
     cy0, cy1 = max(top, 0), min(bottom, height)
     cx0, cx1 = max(left, 0), min(right, width)
     if cy0 < cy1 and cx0 < cx1:
-        region[cy0 - top : cy1 - top, cx0 - left : cx1 - left] = planar[cy0:cy1, cx0:cx1]
-    # the four neighbours as gathers from the flattened region (np.take: several times faster than 2-D indexing)
-    stride = region.shape[1]
-    flat = region.reshape(-1, region.shape[2])
-    at = (y0 - top) * stride + (x0 - left)
-    top_row = flat.take(at, axis=0) * (1 - fx) + flat.take(at + 1, axis=0) * fx
-    bottom_row = flat.take(at + stride, axis=0) * (1 - fx) + flat.take(at + stride + 1, axis=0) * fx
-    out = top_row * (1 - fy) + bottom_row * fy
-    if src.ndim == 2:
-        out = out[:, :, 0]
+        region[:, cy0 - top : cy1 - top, cx0 - left : cx1 - left] = planar[cy0:cy1, cx0:cx1].transpose(2, 0, 1)
+    stride = region.shape[2]
+    flat = region.reshape(channels, -1)
+    at = y0
+    at -= top
+    at *= stride
+    at += x0
+    at -= left
+
+    def near(offset: int) -> np.ndarray:  # np.take: several times faster than 2-D indexing
+        return flat.take(at + offset if offset else at, axis=1).astype(np.float32, copy=False)
+
+    gx, gy = 1 - fx, 1 - fy
+    out = near(0)  # the top row: a * (1 - fx) + b * fx, then the bottom row's, then the rows by (1 - fy) and fy
+    out *= gx
+    b = near(1)
+    b *= fx
+    out += b
+    bottom_row = near(stride)
+    bottom_row *= gx
+    b = near(stride + 1)
+    b *= fx
+    bottom_row += b
+    out *= gy
+    bottom_row *= fy
+    out += bottom_row
     if np.dtype(dtype) == np.uint8:
-        return np.clip(np.rint(out), 0, 255).astype(np.uint8)
-    return out.astype(dtype)
+        np.rint(out, out=out)
+        np.clip(out, 0, 255, out=out)
+        out = out.astype(np.uint8)
+    else:
+        out = out.astype(dtype)
+    return np.ascontiguousarray(out.transpose(1, 2, 0) if src.ndim == 3 else out[0])
 
 
 def align_face(image, landmarks, size=TEMPLATE_SIZE, dtype=np.uint8) -> np.ndarray:
