@@ -19,7 +19,7 @@ from facerun.commands.common import sample_input
 from facerun.errors import InputError, ModelError
 from facerun.onnx.read import read_model
 from facerun.zoo import find, known, replicas
-from facerun.zoo.card import ModelCard, card_for, embedder_card, identify
+from facerun.zoo.card import ModelCard, Preprocess, card_for, embedder_card, identify
 
 from conftest import real_model
 
@@ -251,3 +251,15 @@ def test_inspect_shows_the_card():
     assert "card embedder, arcface-style, replica auraface-arch-small; 112x112 RGB (x-127.5)/127.5" in shown.stdout
     data = json.loads(CliRunner().invoke(main, ["inspect", "auraface-arch-small", "--json"]).stdout)
     assert data["card"]["source"] == "replica" and data["card"]["preprocess"]["mean"] == [127.5] * 3
+
+
+@pytest.mark.parametrize("bgr", [False, True])
+@pytest.mark.parametrize("mean, std", [((127.5,) * 3, (128.0,) * 3), ((123.7, 116.3, 103.5), (58.4, 57.1, 57.4))])
+def test_preprocess_is_the_formula_bit_for_bit(bgr, mean, std):
+    """(x - mean) / std a channel, in the model's channel order, planes first: the very floats of the plain sum."""
+    faces = np.random.default_rng(2).integers(0, 256, (5, 112, 96, 3), dtype=np.uint8)
+    x = faces[..., ::-1] if bgr else faces
+    want = ((x.astype(np.float32) - np.float32(mean)) / np.float32(std)).transpose(0, 3, 1, 2)
+    got = Preprocess((96, 112), mean, std, bgr).apply(faces)
+    assert got.shape == (5, 3, 112, 96) and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)

@@ -71,9 +71,14 @@ class Preprocess:
 
     def apply(self, faces: np.ndarray) -> np.ndarray:
         """N x h x w x 3 uint8 RGB -> N x 3 x h x w float32 model input."""
-        x = faces[..., ::-1] if self.bgr else faces
-        x = (x.astype(np.float32) - np.float32(self.mean)) / np.float32(self.std)
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        # planes first, then the arithmetic a plane at a time: numpy's broadcasts along a last axis of 3 ran 5x
+        # slower (the same values either way)
+        order = [2, 1, 0] if self.bgr else [0, 1, 2]
+        x = np.empty((faces.shape[0], 3, *faces.shape[1:3]), np.float32)
+        x[...] = faces.transpose(0, 3, 1, 2)[:, order]
+        x -= np.asarray(self.mean, np.float32)[None, :, None, None]
+        x /= np.asarray(self.std, np.float32)[None, :, None, None]
+        return x
 
 
 def triple(value, what: str) -> tuple[float, float, float]:

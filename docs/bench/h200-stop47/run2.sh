@@ -12,6 +12,6 @@ row $PWD/.device/prev prev-3 photos /tmp/p20 --paths gpu
 row $PWD new-3 photos /tmp/p20 --paths gpu
 row $PWD floor photos /tmp/p20 --paths decode-processes
 # the whole job with MobileFaceNet: the tree before against the working tree (its alignment warps planes of a uint8
-# region: 1.4x faster a face, the same crops bit for bit)
+# region: 1.4x faster a face, the same crops bit for bit; and its embedder input made planes first: 4.6x faster)
 row $PWD/.device/prev prev-embed photos /tmp/p20 --paths gpu --embedder MobileFaceNet
 row $PWD new-embed photos /tmp/p20 --paths gpu --embedder MobileFaceNet
