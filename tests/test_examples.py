@@ -275,3 +275,11 @@ def test_gil_calls_times_a_c_call_both_ways():
     done = run_benchmark("gil_calls.py", "--threads", "0,1", "--calls", "2000")
     rows = [line.split() for line in done.stdout.strip().splitlines()[1:]]
     assert [r[0] for r in rows] == ["0", "1"] and all(float(v) > 0 for r in rows for v in r[1:])
+
+
+def test_face_prep_times_alignment_and_an_embedders_input(data_dir):
+    photo = sorted((data_dir / "faces").glob("*/*.jpg"))[0]
+    done = run_benchmark("face_prep.py", ROOT, photo, "--faces", "4", "--rounds", "1")
+    line = done.stdout.strip()
+    assert " ms a face, embedder input " in line and float(line.split("align ")[1].split()[0]) > 0
+    assert len(line.rsplit("bytes ", 1)[1]) == 16
