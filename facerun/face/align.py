@@ -168,7 +168,7 @@ def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) 
         region[:, cy0 - top : cy1 - top, cx0 - left : cx1 - left] = planar[cy0:cy1, cx0:cx1].transpose(2, 0, 1)
     stride = region.shape[2]
     flat = region.reshape(channels, -1)
-    at = y0
+    at = y0  # y0 becomes each sample's top-left neighbour's index in the flattened region
     at -= top
     at *= stride
     at += x0
