@@ -13,7 +13,8 @@ other threads wanting the lock (a library run's decoding and post-processing thr
 about a hundred calls. All give the very same command stream, so the outputs are the same bits. `FACERUN_GPU_REPLAY`
 picks: `auto` (held where the C signatures are the ones this was written against), `held`, `native`, `api`. A
 wgpu-py whose signatures differ falls back to the API and says so once. Errors made while recording are reported by
-the device at finish/submit, where the runner watches for them.
+the device at finish/submit, where the runner watches for them. A batch of photos' queue writes and the unmapping of
+staged photos' buffers take the same path (`writer`, `Native.unmap`): both are short C calls on the feeding thread.
 """
 
 from __future__ import annotations
