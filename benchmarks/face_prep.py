@@ -31,11 +31,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not use_tree(args.tree, "face_prep"):
         return 1
+    from facerun.errors import FacerunError
     from facerun.face import align
     from facerun.face.images import load_image
     from facerun.zoo.card import Preprocess
 
-    image = load_image(args.photo)
+    try:
+        image = load_image(args.photo)
+    except FacerunError as e:
+        print(f"face_prep: {e}", file=sys.stderr)
+        return 1
     h, w = image.shape[:2]
     rng = np.random.default_rng(1)
     marks = []

@@ -15,7 +15,6 @@ from facerun.face.photo_detector import PhotoDetector
 @dataclass
 class _Prepared:
     bucket: int
-    shape: tuple = ()
 
 
 @dataclass

@@ -341,8 +341,9 @@ class ItemsBatch:
     N photos of one bucket in one submission, laid out by one dispatch (shaders/images.wgsl) and run by one pass of
     the program, each item masked to its own photo size (the sizes in the arena's `photos` buffer, the parameters
     photo.PhotoInput.item_params). The pass is recorded once a batch, not once a photo, and the photos go up as
-    their bytes straight into the layout's buffer: the feeding thread's work a photo is its bytes and its share of
-    one pass. The outputs are each item's cut from the batch's (every output is batch first)."""
+    their bytes straight into the layout's buffer (a photo a decoding thread staged is copied there on the device):
+    the feeding thread's work a photo is its bytes, or one copy, and its share of one pass. The outputs are each
+    item's cut from the batch's (every output is batch first)."""
 
     def __init__(self, gp):
         self.gp = gp
