@@ -393,6 +393,34 @@ class Net:
         outs = [self.run(f, device="cpu") for f in single]
         return Outputs((name, np.concatenate([o[name] for o in outs])) for name in self.output_names)
 
+    def submit_batch(self, x):
+        """run_batch's outputs, submitted and not waited for where the runner takes it (the GPU: the batch padded as
+        run_batch pads it): a function giving them. The caller works on while the device runs the batch; the next
+        submission of the same program reads this one back first. Elsewhere the batch runs now."""
+        submit = getattr(self._runner, "submit", None)
+        if submit is not None and self.gpu is not None:
+            feeds = self._inputs(x)
+            items = feeds[self.input_name]
+            n = items.shape[0]
+            padded = items if gpu_batch(n) == n else np.concatenate(
+                [items, np.zeros((gpu_batch(n) - n,) + items.shape[1:], items.dtype)])
+            prog = (self.program(padded.shape) if self.batch_free or len(padded) == 1
+                    else self.batch_program(padded.shape))
+            result = submit(prog, {**feeds, self.input_name: padded}) if prog is not None else None
+            if result is not None:
+                def done() -> Outputs:
+                    out = result()
+                    if out is None:  # the GPU dropped at read-back: the CPU
+                        return self.run_batch(x)
+                    typed = self._typed(prog, out)
+                    if any(np.ndim(v) == 0 or np.shape(v)[0] != len(padded) for v in typed.values()):
+                        return self.run_batch(x)  # an output not batch-first: the unpadded run says what it is
+                    return Outputs((name, v[:n]) for name, v in typed.items())
+
+                return done
+        out = self.run_batch(x)
+        return lambda: out
+
     def _run_padded(self, feeds: dict, n: int) -> Outputs | None:
         """A batch of `n` items on the GPU padded with zero items up to gpu_batch(n), so a library of photos with any
         number of faces meets five batch programs, not sixteen; None when the batch cannot be padded (a file that

@@ -163,6 +163,10 @@ class Runner(Protocol):
 
     def run_many(self, prog: Program, items: list[Feeds]) -> list[Outputs] | None: ...
 
+    def submit(self, prog: Program, feeds: Feeds) -> Callable[[], Outputs | None] | None:
+        """`prog` on `feeds` started and not waited for: a function giving the outputs (None from it: run this call
+        on the CPU), or None now. A runner without it runs everything at once (net.Net.submit_batch)."""
+
     def run_photo(self, prog: Program, rgb: np.ndarray, layout: PhotoLayout,
                   photo: tuple[int, int] | None = None) -> Outputs | None:
         """`prog` on a raw photo laid out by `layout`. photo: the photo's padded (rows, columns) when `prog` is a

@@ -192,6 +192,25 @@ class Embedder:
         self._dim = vectors.shape[1]
         return l2_normalize(vectors)
 
+    def submit(self, faces, bgr: bool = False) -> Callable[[], np.ndarray]:
+        """`embed` of at most one batch of crops, started on the device and not waited for: a function giving the
+        embeddings. The caller aligns the next faces while the device runs these (a library's run); the next
+        submission reads this one back first. On the CPU the embeddings are made now."""
+        crops = self._as_batch(faces)
+        if bgr:
+            crops = crops[..., ::-1]
+        if len(crops) == 0:
+            empty = np.zeros((0, self.dim), dtype=np.float32)
+            return lambda: empty
+        result = self.net.submit_batch(self.preprocessing.apply(crops))
+
+        def vectors() -> np.ndarray:
+            out = np.asarray(result()[0], dtype=np.float32).reshape(len(crops), -1)
+            self._dim = out.shape[1]
+            return l2_normalize(out)
+
+        return vectors
+
     def _as_batch(self, faces) -> np.ndarray:
         if isinstance(faces, np.ndarray) and faces.ndim == 3:
             faces = faces[None]

@@ -266,13 +266,17 @@ class _Entry:
 
 
 class _Batcher:
-    """Faces embedded `batch` at a time across photos; a photo comes out once all its faces are embedded, in order."""
+    """Faces embedded `batch` at a time across photos; a photo comes out once all its faces are embedded, in order.
+
+    A batch is submitted and read back at the next batch's submission (or at the end), so the feeding thread goes on
+    while the device runs it (behind the detector's batches in the queue) instead of waiting for it."""
 
     def __init__(self, embedder, batch: int, stats: LibraryStats):
         self.embedder, self.batch, self.stats = embedder, batch, stats
         self.dim = embedder.dim if embedder is not None else 0
         self.waiting: deque[tuple[PhotoFaces, list]] = deque()  # photos in order, with their vectors so far
         self.pending: list[tuple[list, np.ndarray]] = []  # (the photo's vector list, crop), oldest first
+        self.running: tuple[list, Callable] | None = None  # the batch submitted: its owners, its vectors' function
 
     def add(self, photo: _Photo) -> Iterator[PhotoFaces]:
         vectors: list = []
@@ -288,17 +292,32 @@ class _Batcher:
     def finish(self) -> Iterator[PhotoFaces]:
         if self.pending:
             self._embed(len(self.pending))
+        self._collect()
         yield from self._ready()
 
     def _embed(self, count: int) -> None:
+        self._collect()  # the last batch first: its read-back buffer is this one's
         start = phases.perf_counter_ns()
-        out = self.embedder.embed(np.stack([crop for _, crop in self.pending[:count]]), batch=self.batch)
+        owners = [owner for owner, _ in self.pending[:count]]
+        vectors = self.embedder.submit(np.stack([crop for _, crop in self.pending[:count]]))
+        self._lap(start)
+        self.running = (owners, vectors)
+        del self.pending[:count]
+
+    def _collect(self) -> None:
+        if self.running is None:
+            return
+        start = phases.perf_counter_ns()
+        owners, vectors = self.running
+        self.running = None
+        for owner, vector in zip(owners, vectors()):
+            owner.append(vector)
+        self._lap(start)
+
+    def _lap(self, start: int) -> None:
         ns = phases.perf_counter_ns() - start
         self.stats.add("embed", ns / 1e9)
         self.stats.clock.add(phases.EMBED, ns)  # on the feeding thread, where a run embeds
-        for (owner, _), vector in zip(self.pending[:count], out):
-            owner.append(vector)
-        del self.pending[:count]
 
     def _ready(self) -> Iterator[PhotoFaces]:
         while self.waiting:

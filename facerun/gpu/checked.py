@@ -341,6 +341,24 @@ class CheckedGpu:
             feeds = {prog.inputs[0][0]: feeds}
         return self._guarded(prog, lambda: self.model.run(prog, feeds))
 
+    def submit(self, prog: P.Program, feeds):
+        """`prog` on `feeds` submitted, not waited for: a function giving its outputs (None from it: the GPU was
+        dropped at read-back), or None now: run it another way."""
+        if isinstance(feeds, np.ndarray):
+            feeds = {prog.inputs[0][0]: feeds}
+        started = self._guarded(prog, lambda: self.model.submit(prog, feeds))
+        if started is None:
+            return None
+
+        def result():
+            try:
+                return started.result()
+            except GpuError as e:
+                self.drop(str(e))
+                return None
+
+        return result
+
     def run_photo(self, prog: P.Program, rgb: np.ndarray, layout: PhotoLayout,
                   photo: tuple[int, int] | None = None) -> dict[str, np.ndarray] | None:
         """`prog` on a photo laid out on the device (photo.PhotoChecks.run), or None: run it another way."""

@@ -130,6 +130,12 @@ class GpuModel:
             inputs = {prog.inputs[0][0]: inputs}
         return self.compile(prog).run(inputs)
 
+    def submit(self, prog: P.Program, inputs):
+        """`prog` on `inputs`, submitted and not waited for (runner.Started: its `result()` gives the outputs)."""
+        if isinstance(inputs, np.ndarray):
+            inputs = {prog.inputs[0][0]: inputs}
+        return self.compile(prog).submit(inputs)
+
     def compile_once(self, prog: P.Program, force: dict | None = None) -> GpuProgram:
         """The compiled form of `prog`, not cached, in buffers of its own: for programs used a single time (checks).
         `force` as in compile."""

@@ -72,6 +72,8 @@ class GpuProgram:
         self.replay: Replay | None = None  # the run as a list (replay.py), made with the bind groups
         self.generation = None  # the arena's generation the bind groups were made in
         self.photo = PhotoInput(self)  # a photo laid out on the device, a smaller photo masked (photo.py)
+        self._started: Started | None = None  # the last run submitted and not waited for (submit)
+        self._started_staging = None  # its read-back buffer, the program's own
         with self.lock:
             self._bind()
         # what the arena's LRU accounting charges this program: its parameters (the buffers are the arena's)
@@ -275,6 +277,64 @@ class GpuProgram:
             clock.lap(phases.CUT, t)
         return out
 
+    def submit(self, inputs: dict[str, np.ndarray]) -> Started:
+        """The program on `inputs`, submitted and not waited for: `Started.result()` reads the outputs back, so the
+        caller works on while the device runs it (a library's embedder, whose batches would otherwise wait behind
+        the detector's work in the queue). One such run a program at a time: the next submit reads the last one
+        back first (they share a read-back buffer of their own, apart from `run`'s)."""
+        arrays = self._arrays(inputs)
+        if D.broken_reason():
+            raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
+        with self.lock, pace.turn():
+            if self._started is not None:
+                self._started.collect()  # its read-back buffer is taken again below
+            clock = phases.current()
+            try:
+                self.current()
+                t = phases.perf_counter_ns() if clock else 0
+                for (_, slot, _), a in zip(self.inputs, arrays):
+                    self.dev.queue.write_buffer(self.buffers[slot], 0, a)
+                if clock:
+                    t = clock.lap(phases.UPLOAD, t)
+                staging = self._started_buffer()
+                enc = self.dev.device.create_command_encoder(label="facerun program, not waited for")
+                self.encode_pass(enc)
+                self.copy_outputs(enc, staging, 0)
+                commands = enc.finish()
+                if clock:
+                    t = clock.lap(phases.RECORD, t)
+            except Exception as e:
+                raise GpuError(f"recording the GPU work failed: {short_error(e)}") from None
+            seen = D.errors_seen()[0]
+            try:
+                if D.take_injected("submit"):
+                    raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
+                if self.replay is not None:
+                    index = self.replay.submit(self.dev.queue, commands)
+                else:
+                    self.dev.queue.submit([commands])
+                    index = None
+                if D.errors_seen()[0] != seen:
+                    raise RuntimeError(D.errors_seen()[1])
+            except Exception as e:
+                why = f"the GPU failed running the program: {short_error(e)}"
+                D.mark_broken(why)
+                raise GpuError(why) from None
+            if clock:
+                clock.lap(phases.SUBMIT, t)
+            self._started = Started(self, staging, index)
+            return self._started
+
+    def _started_buffer(self):
+        """submit's read-back buffer (lock held), made at the first and again when the outputs grew."""
+        buf = self._started_staging
+        if buf is None or buf.size < self.staging_bytes:
+            wgpu = _wgpu()
+            buf = self._started_staging = self.dev.device.create_buffer(
+                label="facerun read-back, not waited for", size=-(-max(16, self.staging_bytes) // 16) * 16,
+                usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        return buf
+
     def run_image(self, rgb: np.ndarray, bgr: bool = True, photo: tuple[int, int] | None = None,
                   align: int = 32, select=None, stager=None):
         """The program on one photo laid out on the device (photo.PhotoInput.run_image)."""
@@ -385,3 +445,51 @@ class GpuProgram:
                 self.encode_pass(enc)
                 enc.finish()
             return (time.perf_counter() - start) / repeat
+
+
+class Started:
+    """A run submitted by GpuProgram.submit: `result()` waits for it (its submission alone) and gives its outputs by
+    name; a failure at read-back raises GpuError there (the device marked broken)."""
+
+    def __init__(self, gp: GpuProgram, staging, index: int | None):
+        self.gp, self.staging, self.index = gp, staging, index
+        self._outputs: dict[str, np.ndarray] | None = None
+        self._error: GpuError | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._outputs is not None or self._error is not None
+
+    def result(self) -> dict[str, np.ndarray]:
+        if not self.done:
+            with self.gp.lock:
+                self.collect()
+        if self._error is not None:
+            raise self._error
+        return self._outputs
+
+    def collect(self) -> None:
+        """Read the outputs back (the program's lock held), or keep the failure for `result`."""
+        if self.done:
+            return
+        gp = self.gp
+        seen = D.errors_seen()[0]
+        try:
+            if D.take_injected("readback"):
+                raise RuntimeError("injected failure at read-back (FACERUN_GPU_INJECT_FAILURE)")
+            flat = readback.read(gp.dev.device, self.staging, self.index, max(16, gp.staging_bytes))
+            if D.errors_seen()[0] != seen:
+                raise RuntimeError(D.errors_seen()[1])
+        except Exception as e:
+            why = f"the GPU failed reading the program's outputs back: {short_error(e)}"
+            D.mark_broken(why)
+            self._error = GpuError(why)
+            return
+        finally:
+            if gp._started is self:
+                gp._started = None
+        clock = phases.current()
+        t = phases.perf_counter_ns() if clock else 0
+        self._outputs = gp._unpack(flat)
+        if clock:
+            clock.lap(phases.CUT, t)
