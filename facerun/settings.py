@@ -182,6 +182,8 @@ SETTINGS: tuple[Setting, ...] = (
             "extra) is installed", _word, "simplejpeg when installed"),
     Setting("FACERUN_PHOTO_BUCKET", "multiple of 32", 128, "on the GPU, photos run masked in the program of their "
             "padded size rounded up to this (32: a program per size)", _bucket),
+    Setting("FACERUN_POST_THREADS", "count", None, "threads of a library run that post-process the detector's "
+            "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "
             "to a submission in a library run (1: each photo on its own)", _photo_batch),
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "

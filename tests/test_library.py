@@ -393,6 +393,15 @@ def test_a_gpu_detector_decodes_over_the_gpus_default_threads(monkeypatch):
     assert library.default_workers("gpu") == library.default_workers("NVIDIA H100 80GB HBM3 (Vulkan)") == 12
 
 
+def test_post_processing_threads_follow_the_decoders_unless_set(monkeypatch):
+    from facerun.face import library
+
+    monkeypatch.delenv("FACERUN_POST_THREADS", raising=False)
+    assert [library.post_threads(w) for w in (1, 2, 5, 8, 12)] == [1, 1, 2, 4, 4]
+    monkeypatch.setenv("FACERUN_POST_THREADS", "8")
+    assert library.post_threads(12) == library.post_threads(2) == 8
+
+
 def test_a_slow_decode_does_not_hold_the_photos_decoded_after_it(tmp_path, monkeypatch):
     """The network takes the oldest photo decoded, not the oldest photo: one photo decoding slowly, the ones after it
     run first, and the results still come out in input order."""

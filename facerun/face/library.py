@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import phases
+from .. import phases, settings
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
 from .buckets import Buckets, Slot, photo_batch
@@ -137,9 +137,10 @@ class LibraryStats:
 
 
 def post_threads(workers: int) -> int:
-    """Post-processing threads (NMS, alignment) beside `workers` decoding threads: one per two, 1 to 4 (with one,
-    aligning an embed run's faces bound the library run: docs/bench/code-figures.md)."""
-    return max(1, min(4, workers // 2))
+    """Post-processing threads (NMS, alignment) beside `workers` decoding threads: FACERUN_POST_THREADS, else one
+    per two, 1 to 4 (with one, aligning an embed run's faces bound the library run: docs/bench/code-figures.md)."""
+    chosen = settings.get("FACERUN_POST_THREADS")
+    return chosen if chosen is not None else max(1, min(4, workers // 2))
 
 
 # Decoding threads: on the CPU path the rate grows up to about 8, past which the network thread binds
