@@ -7,6 +7,7 @@ similarity, bilinear sampling with a black border).
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import numpy as np
@@ -52,38 +53,33 @@ def template(size=TEMPLATE_SIZE) -> np.ndarray:
 
 def similarity_transform(src, dst) -> np.ndarray:
     """The 2x3 similarity (rotation, uniform scale, translation; no reflection) that best maps the points `src`
-    onto `dst` in the least-squares sense (Umeyama 1991).
+    onto `dst` in the least-squares sense: Umeyama's (1991) fit restricted to rotations, as OpenCV's.
 
-    When the best orthogonal fit would be a reflection (mirrored or scrambled landmarks), the closest proper
-    rotation is used instead, as OpenCV does."""
+    In the plane that fit has a closed form: with both point sets centred, the linear part is [[a, -b], [b, a]],
+    a = sum(src . dst) / sum(|src|^2) and b = sum(src x dst) / sum(|src|^2) (the scaled cosine and sine), which is
+    what the SVD route gives, in a tenth of its time (a library aligns every face). Mirrored or scrambled landmarks
+    thus still give the closest proper rotation."""
     src = np.asarray(src, dtype=np.float64).reshape(-1, 2)
     dst = np.asarray(dst, dtype=np.float64).reshape(-1, 2)
     if src.shape != dst.shape or len(src) < 2:
         raise InputError(f"need matching point sets of 2 or more points, got {src.shape} and {dst.shape}")
-    if not np.all(np.isfinite(src)):
+    # five points: Python's floats, not numpy's calls (each of those costs more than its arithmetic here)
+    points, targets = src.tolist(), dst.tolist()
+    if not all(math.isfinite(v) for point in points for v in point):
         raise InputError("landmarks contain NaN or infinity")
-    src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
-    src_c, dst_c = src - src_mean, dst - dst_mean
-    covariance = dst_c.T @ src_c / len(src)
-    u, s, vt = np.linalg.svd(covariance)
-    rank = int(np.sum(s > s.max() * 2 * np.finfo(np.float32).tiny)) if s.max() > 0 else 0
-    if rank == 0:
+    n = len(points)
+    mx, my = sum(p[0] for p in points) / n, sum(p[1] for p in points) / n
+    tx, ty = sum(q[0] for q in targets) / n, sum(q[1] for q in targets) / n
+    spread = dot = cross = 0.0
+    for (x, y), (u, v) in zip(points, targets):
+        x, y, u, v = x - mx, y - my, u - tx, v - ty
+        spread += x * x + y * y
+        dot += x * u + y * v
+        cross += x * v - y * u
+    if not spread > 0.0:
         raise InputError("landmarks are all at one point; cannot align the face")
-
-    # d flips the weakest axis when the covariance says "mirror", so the result stays a rotation
-    d = np.array([1.0, -1.0 if np.linalg.det(covariance) < 0 else 1.0])
-    if rank == 1:
-        # one direction only (collinear points): the sign of the second axis is free, pick the one without a flip
-        flip = np.diag([1.0, 1.0 if np.linalg.det(u) * np.linalg.det(vt) > 0 else -1.0])
-        rotation = u @ flip @ vt
-    else:
-        rotation = u @ np.diag(d) @ vt
-    src_var = (src_c**2).sum() / len(src)
-    scale = float((s * d).sum() / src_var)
-    matrix = np.empty((2, 3))
-    matrix[:, :2] = scale * rotation
-    matrix[:, 2] = dst_mean - scale * rotation @ src_mean
-    return matrix
+    a, b = dot / spread, cross / spread
+    return np.array([[a, -b, tx - (a * mx - b * my)], [b, a, ty - (b * mx + a * my)]])
 
 
 def landmarks_transform(landmarks, size=TEMPLATE_SIZE) -> np.ndarray:
