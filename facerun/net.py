@@ -421,6 +421,28 @@ class Net:
         out = self.run_batch(x)
         return lambda: out
 
+    def submit_faces(self, cuts: list, layout):
+        """An embedder's outputs for faces to align (runner.FaceCut, at most a batch's worth), submitted and not
+        waited for as submit_batch's: where the runner aligns them itself (the GPU) only their regions go up, else
+        the input is made on the host (`layout.blob`, a runner.FaceLayout). A function giving the outputs."""
+        submit = getattr(self._runner, "submit_faces", None)
+        n = len(cuts)
+        if submit is not None and self.gpu is not None and n:
+            w, h = layout.size
+            shape = (gpu_batch(n), 3, h, w)
+            prog = self.program(shape) if self.batch_free or shape[0] == 1 else self.batch_program(shape)
+            result = submit(prog, cuts, layout) if prog is not None else None
+            if result is not None:
+                def done() -> Outputs:
+                    out = result()
+                    typed = self._typed(prog, out) if out is not None else None
+                    if typed is None or any(np.ndim(v) == 0 or np.shape(v)[0] != shape[0] for v in typed.values()):
+                        return self.run_batch(layout.blob(cuts))  # the GPU dropped, or an output not batch-first
+                    return Outputs((name, v[:n]) for name, v in typed.items())
+
+                return done
+        return self.submit_batch(layout.blob(cuts))
+
     def _run_padded(self, feeds: dict, n: int) -> Outputs | None:
         """A batch of `n` items on the GPU padded with zero items up to gpu_batch(n), so a library of photos with any
         number of faces meets five batch programs, not sixteen; None when the batch cannot be padded (a file that

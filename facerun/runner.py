@@ -123,6 +123,30 @@ class PhotoLayout:
 
 
 @dataclass(frozen=True)
+class FaceCut:
+    """One face to align where the embedder runs: the part of its photo the crop's samples touch, `region` (rows x
+    columns x 3 uint8, RGB, a frame of black past the photo's edge), and `inverse`: (a, b, c, d, e, f), the crop
+    pixel (x, y) sampled at region point (a x + b y + c, d x + e y + f), bilinearly (face/align.py)."""
+
+    region: np.ndarray
+    inverse: tuple[float, float, float, float, float, float]
+
+
+@dataclass(frozen=True)
+class FaceLayout:
+    """How an embedder takes aligned faces, so a runner may align them itself (the GPU: the regions go up, the device
+    samples them into the network's input). size: the crop's (width, height); mean, std: per input channel, the
+    input being (crop - mean) / std, channels first; bgr: the input's channels are B, G, R. blob(cuts) -> the
+    network input the host would make from those faces (N x 3 x h x w float32), the reference."""
+
+    size: tuple[int, int]
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    bgr: bool
+    blob: Callable[[list], np.ndarray]
+
+
+@dataclass(frozen=True)
 class Workload:
     """What a face job knows, at load time, of how it will use a model: for a runner's agreement check and its
     planning ahead.
@@ -166,6 +190,11 @@ class Runner(Protocol):
     def submit(self, prog: Program, feeds: Feeds) -> Callable[[], Outputs | None] | None:
         """`prog` on `feeds` started and not waited for: a function giving the outputs (None from it: run this call
         on the CPU), or None now. A runner without it runs everything at once (net.Net.submit_batch)."""
+
+    def submit_faces(self, prog: Program, cuts: list[FaceCut], layout: FaceLayout
+                     ) -> Callable[[], Outputs | None] | None:
+        """`prog` (an embedder's program of len(cuts) items or more: the rest zeros) on faces it aligns itself,
+        started and not waited for, as `submit`; None now: make the input on the host (`layout.blob`)."""
 
     def run_photo(self, prog: Program, rgb: np.ndarray, layout: PhotoLayout,
                   photo: tuple[int, int] | None = None) -> Outputs | None:

@@ -13,6 +13,7 @@ from functools import cache
 import numpy as np
 
 from ..errors import InputError
+from ..runner import FaceCut
 
 # Where the five landmarks sit in a 112x112 ArcFace crop, in YuNet's order: right eye, left eye, nose tip, right and
 # left mouth corner (as seen from the subject). Used by InsightFace and OpenCV alike.
@@ -124,9 +125,55 @@ def warp_affine(image, matrix, size, border_value: float = 0.0, dtype=np.uint8) 
     src = np.asarray(image)
     if src.ndim not in (2, 3) or src.shape[0] == 0 or src.shape[1] == 0:
         raise InputError(f"expected an HxW or HxWxC image, got shape {list(src.shape)}")
-    w, h = _size_pair(size)
-    inverse = invert_affine(matrix)
+    return _warp(src, invert_affine(matrix), size, border_value, dtype)
 
+
+def _corners(inverse: np.ndarray, w: int, h: int, limit: float) -> tuple[int, int, int, int]:
+    """The region a w x h crop's samples touch: (left, top, right, bottom), the last two past its last neighbours.
+    The sample points are an affine function of the crop's pixel, so their extremes are at its corners: computed by
+    _warp's operations, on those four pixels alone."""
+    xs = np.array([0.0, w - 1.0, 0.0, w - 1.0])
+    ys = np.array([0.0, 0.0, h - 1.0, h - 1.0])
+    sx = np.multiply(xs, inverse[0, 0])
+    sx += ys * inverse[0, 1]
+    sx += inverse[0, 2]
+    sy = np.multiply(xs, inverse[1, 0])
+    sy += ys * inverse[1, 1]
+    sy += inverse[1, 2]
+    x0 = np.floor(np.clip(sx, -limit, limit))
+    y0 = np.floor(np.clip(sy, -limit, limit))
+    return int(x0.min()), int(y0.min()), int(x0.max()) + 2, int(y0.max()) + 2
+
+
+def cut_face(image, landmarks, size=TEMPLATE_SIZE) -> FaceCut:
+    """What aligning a face takes from its HxWx3 uint8 photo, for a device that samples it itself: the region its
+    crop's samples touch (a frame of black past the photo's edge) and the crop's sample points in that region's
+    coordinates (runner.FaceCut). `warp_cut` makes align_face's crop of it."""
+    src = np.asarray(image)
+    if src.ndim != 3 or src.shape[2] != 3 or src.dtype != np.uint8 or src.shape[0] == 0 or src.shape[1] == 0:
+        raise InputError(f"expected an HxWx3 uint8 image, got shape {list(src.shape)} {src.dtype}")
+    w, h = _size_pair(size)
+    inverse = invert_affine(landmarks_transform(landmarks, size))
+    height, width = src.shape[:2]
+    left, top, right, bottom = _corners(inverse, w, h, float(max(height, width) + 2))
+    region = np.zeros((bottom - top, right - left, 3), np.uint8)
+    cy0, cy1 = max(top, 0), min(bottom, height)
+    cx0, cx1 = max(left, 0), min(right, width)
+    if cy0 < cy1 and cx0 < cx1:
+        region[cy0 - top : cy1 - top, cx0 - left : cx1 - left] = src[cy0:cy1, cx0:cx1]
+    (a, b, c), (d, e, f) = inverse.tolist()
+    return FaceCut(region, (a, b, c - left, d, e, f - top))
+
+
+def warp_cut(cut: FaceCut, size=TEMPLATE_SIZE) -> np.ndarray:
+    """The aligned crop (uint8, size x size x 3) of a face cut by cut_face: align_face's."""
+    a, b, c, d, e, f = cut.inverse
+    return _warp(cut.region, np.array([[a, b, c], [d, e, f]]), size, 0.0, np.uint8)
+
+
+def _warp(src: np.ndarray, inverse: np.ndarray, size, border_value: float, dtype) -> np.ndarray:
+    """warp_affine by the inverse matrix (output -> source coordinates)."""
+    w, h = _size_pair(size)
     # each output pixel centre looks up the source point it came from (inverse mapping: no holes); the arithmetic
     # is in place, each step the same operation on the same values as written out
     xs, ys = _grid(h, w)
@@ -223,4 +270,6 @@ __all__ = [
     "warp_affine",
     "align_face",
     "align_faces",
+    "cut_face",
+    "warp_cut",
 ]

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import settings
 from ..errors import FacerunError, ImageError, InputError, ModelError
-from ..runner import Workload
+from ..runner import FaceCut, FaceLayout, Workload
 from ..zoo.card import Preprocess, parse_input_size
 from . import align
 
@@ -210,6 +211,44 @@ class Embedder:
             return l2_normalize(out)
 
         return vectors
+
+    def cut(self, image, landmarks):
+        """What a library run keeps of a face until it is embedded: where the device aligns faces (the GPU, unless
+        FACERUN_GPU_ALIGN is off), the part of the photo its crop is sampled from (runner.FaceCut, align.cut_face);
+        else its aligned crop (`align`). Either goes to `submit_faces`."""
+        if self.net.gpu is not None and settings.get("FACERUN_GPU_ALIGN"):
+            rgb = np.asarray(image)
+            return align.cut_face(rgb[:, :, :3] if rgb.ndim == 3 and rgb.shape[2] == 4 else rgb, landmarks,
+                                  self.input_size)
+        return self.align(image, landmarks)
+
+    def submit_faces(self, faces: list) -> Callable[[], np.ndarray]:
+        """`submit` of what `cut` gave for at most one batch of faces: the faces aligned where the network runs (the
+        regions go up, the device samples them) when all of them are cuts, else aligned here."""
+        if not faces:
+            return self.submit(np.zeros((0, self.input_size[1], self.input_size[0], 3), np.uint8))
+        if not all(isinstance(face, FaceCut) for face in faces):  # the GPU was dropped between cuts: crops here
+            crops = [align.warp_cut(f, self.input_size) if isinstance(f, FaceCut) else f for f in faces]
+            return self.submit(np.stack(crops))
+        result = self.net.submit_faces(faces, self.face_layout)
+
+        def vectors() -> np.ndarray:
+            out = np.asarray(result()[0], dtype=np.float32).reshape(len(faces), -1)
+            self._dim = out.shape[1]
+            return l2_normalize(out)
+
+        return vectors
+
+    @property
+    def face_layout(self) -> FaceLayout:
+        """How this embedder takes aligned faces (runner.FaceLayout), for a runner that aligns them itself."""
+        pre = self.preprocessing
+        size = self.input_size
+
+        def blob(cuts: list) -> np.ndarray:
+            return pre.apply(np.stack([align.warp_cut(cut, size) for cut in cuts]))
+
+        return FaceLayout(size, tuple(pre.mean), tuple(pre.std), bool(pre.bgr), blob)
 
     def _as_batch(self, faces) -> np.ndarray:
         if isinstance(faces, np.ndarray) and faces.ndim == 3:

@@ -248,7 +248,7 @@ def _post(photo: _Photo, detector: PhotoDetector, embedder, all_faces: bool, kee
     photo.result.detect_ms += (middle - start) * 1000.0
     stats.add("post", middle - start)
     if embedder is not None:
-        photo.crops = [embedder.align(photo.rgb, face.landmarks) for face in photo.result.faces]
+        photo.crops = [embedder.cut(photo.rgb, face.landmarks) for face in photo.result.faces]
         stats.add("align", time.perf_counter() - middle)
     if keep_images:
         photo.result.image = np.ascontiguousarray(photo.rgb)  # HxWx3 on its own, not a view of the decoded pixels
@@ -276,7 +276,7 @@ class _Batcher:
         self.embedder, self.batch, self.stats = embedder, batch, stats
         self.dim = embedder.dim if embedder is not None else 0
         self.waiting: deque[tuple[PhotoFaces, list]] = deque()  # photos in order, with their vectors so far
-        self.pending: list[tuple[list, np.ndarray]] = []  # (the photo's vector list, crop), oldest first
+        self.pending: list[tuple[list, object]] = []  # (the photo's vector list, Embedder.cut's face), oldest first
         self.running: tuple[list, Callable] | None = None  # the batch submitted: its owners, its vectors' function
 
     def add(self, photo: _Photo) -> Iterator[PhotoFaces]:
@@ -300,7 +300,7 @@ class _Batcher:
         self._collect()  # the last batch first: its read-back buffer is this one's
         start = phases.perf_counter_ns()
         owners = [owner for owner, _ in self.pending[:count]]
-        vectors = self.embedder.submit(np.stack([crop for _, crop in self.pending[:count]]))
+        vectors = self.embedder.submit_faces([face for _, face in self.pending[:count]])
         self._lap(start)
         self.running = (owners, vectors)
         del self.pending[:count]

@@ -28,8 +28,9 @@ import numpy as np
 from .. import agree, counters
 from .. import program as P
 from ..errors import FacerunError, GpuError, InputError, ModelError
-from ..runner import NO_WORKLOAD, PhotoLayout, Programs, Workload
+from ..runner import NO_WORKLOAD, FaceLayout, PhotoLayout, Programs, Workload
 from .batch import batch_of, items_of
+from .faces import disagreement as faces_disagreement
 from .model import DoesNotFit, GpuModel, one_conv_program
 from .photo import PhotoChecks
 
@@ -89,6 +90,8 @@ class CheckedGpu:
         self.whole_checked = False  # the whole network agreed once (on the first program run)
         self.photos = PhotoChecks(model, workload.photo)  # photos laid out on the device, masked in buckets
         self.verified: set[str] = set()  # kernel variants that agreed with the CPU
+        self.faces_checked = False  # faces laid out on the device agreed with the host's input (submit_faces)
+        self.faces_reason: str | None = None  # why the host lays faces out instead
         self._ahead: list[P.Program] = []  # expected programs whose variants the check left for the second run
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
@@ -347,6 +350,40 @@ class CheckedGpu:
         if isinstance(feeds, np.ndarray):
             feeds = {prog.inputs[0][0]: feeds}
         started = self._guarded(prog, lambda: self.model.submit(prog, feeds))
+        if started is None:
+            return None
+
+        def result():
+            try:
+                return started.result()
+            except GpuError as e:
+                self.drop(str(e))
+                return None
+
+        return result
+
+    def submit_faces(self, prog: P.Program, cuts: list, layout: FaceLayout):
+        """`prog` on faces laid out on the device (gpu/faces.py), submitted, not waited for: as `submit`; None now:
+        the host makes the input. The layout kernel is checked on the first batch against the host's input for the
+        same faces; where it disagrees, the host aligns from then on and the GPU still runs the network."""
+        if self.faces_reason is not None:
+            return None
+
+        def work():
+            gp = self.model.compile(prog)
+            if not gp.faces.fits(cuts):
+                return None
+            if not self.faces_checked:
+                why = faces_disagreement(layout.blob(cuts), gp.faces.laid_out(cuts, layout)[: len(cuts)], layout)
+                counters.bump("gpu_faces_checks")
+                if why is not None:
+                    self.faces_reason = why
+                    log.warning("faces are aligned on the host: %s", why)
+                    return None
+                self.faces_checked = True
+            return gp.faces.start(cuts, layout)
+
+        started = self._guarded(prog, work)
         if started is None:
             return None
 

@@ -321,6 +321,7 @@ GLOBAL_AVG = Kernel("gavg.wgsl", trusted=True)
 RESIZE = Kernel("resize.wgsl")
 IMAGE = Kernel("image.wgsl", trusted=True)  # a photo's bytes laid out as the input (GpuProgram.run_image)
 IMAGES = Kernel("images.wgsl", trusted=True)  # a batch of photos' bytes laid out as a batch program's input
+FACES = Kernel("faces.wgsl")  # faces sampled from their regions into an embedder's input (gpu/faces.py)
 SELECT = Kernel("select.wgsl")  # a photo's candidate rows of a detector's grid heads (select.py)
 SOFTMAX = Kernel("softmax.wgsl")
 MATMUL = Kernel("matmul.wgsl")

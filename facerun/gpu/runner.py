@@ -21,6 +21,7 @@ from . import device as D
 from . import kernels as K
 from . import pace, readback
 from .arena import Arena
+from .faces import FacesInput
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 from .photo import ITEMS, PARAMS_COPIED, PhotoInput
@@ -72,6 +73,7 @@ class GpuProgram:
         self.replay: Replay | None = None  # the run as a list (replay.py), made with the bind groups
         self.generation = None  # the arena's generation the bind groups were made in
         self.photo = PhotoInput(self)  # a photo laid out on the device, a smaller photo masked (photo.py)
+        self.faces = FacesInput(self)  # faces aligned on the device into an embedder's input (faces.py)
         self._started: Started | None = None  # the last run submitted and not waited for (submit)
         self._started_staging = None  # its read-back buffer, the program's own
         with self.lock:
@@ -283,6 +285,16 @@ class GpuProgram:
         the detector's work in the queue). One such run a program at a time: the next submit reads the last one
         back first (they share a read-back buffer of their own, apart from `run`'s)."""
         arrays = self._arrays(inputs)
+
+        def write():
+            for (_, slot, _), a in zip(self.inputs, arrays):
+                self.dev.queue.write_buffer(self.buffers[slot], 0, a)
+
+        return self.start(write)
+
+    def start(self, write, first=None) -> Started:
+        """submit's run: `write()` puts the inputs on the device (lock held), `first()` gives a dispatch to run
+        before the program's, as encode_pass takes it (None: none): a layout kernel making the input."""
         if D.broken_reason():
             raise GpuError(f"the GPU is not used any more: {D.broken_reason()}")
         with self.lock, pace.turn():
@@ -292,17 +304,18 @@ class GpuProgram:
             try:
                 self.current()
                 t = phases.perf_counter_ns() if clock else 0
-                for (_, slot, _), a in zip(self.inputs, arrays):
-                    self.dev.queue.write_buffer(self.buffers[slot], 0, a)
+                write()
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 staging = self._started_buffer()
                 enc = self.dev.device.create_command_encoder(label="facerun program, not waited for")
-                self.encode_pass(enc)
+                self.encode_pass(enc, first=first() if first is not None else None)
                 self.copy_outputs(enc, staging, 0)
                 commands = enc.finish()
                 if clock:
                     t = clock.lap(phases.RECORD, t)
+            except GpuError:
+                raise
             except Exception as e:
                 raise GpuError(f"recording the GPU work failed: {short_error(e)}") from None
             seen = D.errors_seen()[0]
