@@ -1,4 +1,4 @@
-# call 1 of stop 48, 4120 photos, the whole job with MobileFaceNet first: this stop (.device/cur = d4511df: embedding
+# call 1 of stop 48, 4120 photos, the whole job with MobileFaceNet first: this stop (.device/cur = 115d777: embedding
 # batches left running, faces aligned on the device, the similarity fit in closed form), the same with the faces
 # aligned on the host (FACERUN_GPU_ALIGN=off), stop 47 as landed (.device/new = 5531f7d), this stop with 8
 # post-processing threads; where its threads spend their time (py-spy --idle); the floor; detect alone, stop 47's
