@@ -84,3 +84,13 @@ def test_many_half_full_buckets_run_the_fullest():
     for b in (1, 2, 2, 3, 3, 3, 4, 4, 5):  # past twice the batch held: the fullest group (3) runs
         buckets.add(_Photo(_Prepared(b), _Result()))
     assert det.log == [("submit", (3, 3, 3))] and sorted(buckets.groups) == [1, 2, 4, 5]
+
+
+def test_a_batch_of_photos_may_wait_on_post_processing_once_batches_run():
+    det, posted = _Recording(), []
+    buckets = Buckets(det, LibraryStats(), lambda photo: posted.append(photo) or _done(), lambda photo: None, size=3)
+    buckets.add(_Photo(_Prepared(1), _Result()))
+    assert buckets.batch_slack == 0  # nothing ran in batches: photos are handed on as before
+    for _ in range(2):
+        buckets.add(_Photo(_Prepared(1), _Result()))
+    assert det.log == [("submit", (1, 1, 1))] and buckets.batch_slack == 3

@@ -49,6 +49,12 @@ class Buckets:
         self.size = photo_batch() if size is None else size
         self.groups: dict[tuple, list] = {}  # bucket -> [(photo, slot)], in input order
         self.inflight: deque = deque()  # (finish, [(photo, slot)], seconds so far)
+        self.batched = False  # a batch of photos was submitted
+
+    @property
+    def batch_slack(self) -> int:
+        """Photos a batch read back hands to post-processing at once (0 until a batch ran)."""
+        return self.size if self.batched else 0
 
     @property
     def held(self) -> int:
@@ -70,6 +76,7 @@ class Buckets:
 
     def flush(self, key) -> None:
         group = self.groups.pop(key)
+        self.batched = True
         start = time.perf_counter()
         with phases.recording(self.stats.clock):  # the runners' phases (phases.py)
             finish = self.detector.submit_networks([p.prepared for p, _ in group])

@@ -568,9 +568,12 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                     entry.out = Future()
                     entry.out.set_result(photo)
             # hand on what post-processing finished, in input order; wait for it only when it falls behind, for the
-            # first photo (its latency is what a user sees first) or when nothing else is left
+            # first photo (its latency is what a user sees first) or when nothing else is left. A batch read back
+            # hands its photos to post-processing all at once: a batch of them may wait there while this thread
+            # runs the next (else it waited on the first few of each batch)
+            behind = posters + 1 + buckets.held + buckets.batch_slack
             while order and order[0].out is not None and (
-                    order[0].out.done() or len(order) - len(decoding) > posters + 1 + buckets.held or not decoding
+                    order[0].out.done() or len(order) - len(decoding) > behind or not decoding
                     or stats.first_photo_s is None):
                 busy.stop(phases.ON_POST)
                 done_photo = order.popleft().out.result()
