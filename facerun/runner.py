@@ -175,7 +175,12 @@ NO_WORKLOAD = Workload()
 class Runner(Protocol):
     """Runs a model's programs on one backend. `device`: where runs go now ("cpu" for the CPU, and for a device
     runner that was dropped); `reason`: why not on a device (None while one is used). Each `run*` gives the outputs
-    by name, or None: run this call on the CPU (a device runner that was dropped, or that cannot take this one)."""
+    by name, or None: run this call on the CPU (a device runner that was dropped, or that cannot take this one).
+
+    A runner that works beside its caller may also offer (net.Net uses them where present, else runs at once):
+    `submit(prog, feeds)` -> a function giving the outputs later (None from it: run on the CPU), or None now;
+    `submit_photos(prog, items, layout, batch_prog)`, the same for photos of one bucket; and
+    `submit_faces(prog, cuts, layout)`, the same for an embedder's faces it aligns itself (FaceCut, FaceLayout)."""
 
     @property
     def device(self) -> str: ...
@@ -186,15 +191,6 @@ class Runner(Protocol):
     def run(self, prog: Program, feeds: Feeds) -> Outputs | None: ...
 
     def run_many(self, prog: Program, items: list[Feeds]) -> list[Outputs] | None: ...
-
-    def submit(self, prog: Program, feeds: Feeds) -> Callable[[], Outputs | None] | None:
-        """`prog` on `feeds` started and not waited for: a function giving the outputs (None from it: run this call
-        on the CPU), or None now. A runner without it runs everything at once (net.Net.submit_batch)."""
-
-    def submit_faces(self, prog: Program, cuts: list[FaceCut], layout: FaceLayout
-                     ) -> Callable[[], Outputs | None] | None:
-        """`prog` (an embedder's program of len(cuts) items or more: the rest zeros) on faces it aligns itself,
-        started and not waited for, as `submit`; None now: make the input on the host (`layout.blob`)."""
 
     def run_photo(self, prog: Program, rgb: np.ndarray, layout: PhotoLayout,
                   photo: tuple[int, int] | None = None) -> Outputs | None:
