@@ -291,19 +291,11 @@ def _checked(gp, rgb: np.ndarray, photo, ph: int, pw: int, align: int):
 
 def _submit(gp, queue, commands) -> int | None:
     """Submit a batch's commands (lock held); its submission index. GpuError, the GPU marked broken, on a failure."""
-    seen = D.errors_seen()[0]
     try:
-        if D.take_injected("submit"):
-            raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
-        index = gp.replay.submit(queue, commands) if gp.replay is not None else queue.submit([commands])
-        if D.errors_seen()[0] != seen:
-            raise RuntimeError(D.errors_seen()[1])
-    except Exception as e:
-        gp.arena.owner = None
-        why = f"the GPU failed running a batch of photos: {type(e).__name__}: {str(e).splitlines()[0]}"
-        D.mark_broken(why)
-        raise GpuError(why) from None
-    return index
+        return gp.submit_commands(commands, "a batch of photos")
+    except GpuError:
+        gp.arena.owner = None  # the uniform buffer's parameters are nobody's now
+        raise
 
 
 def _read(gp, pending: Pending, nbytes: int) -> np.ndarray | None:

@@ -349,18 +349,7 @@ class CheckedGpu:
         dropped at read-back), or None now: run it another way."""
         if isinstance(feeds, np.ndarray):
             feeds = {prog.inputs[0][0]: feeds}
-        started = self._guarded(prog, lambda: self.model.submit(prog, feeds))
-        if started is None:
-            return None
-
-        def result():
-            try:
-                return started.result()
-            except GpuError as e:
-                self.drop(str(e))
-                return None
-
-        return result
+        return self._later(self._guarded(prog, lambda: self.model.submit(prog, feeds)))
 
     def submit_faces(self, prog: P.Program, cuts: list, layout: FaceLayout):
         """`prog` on faces laid out on the device (gpu/faces.py), submitted, not waited for: as `submit`; None now:
@@ -383,7 +372,11 @@ class CheckedGpu:
                 self.faces_checked = True
             return gp.faces.start(cuts, layout)
 
-        started = self._guarded(prog, work)
+        return self._later(self._guarded(prog, work))
+
+    def _later(self, started):
+        """A function giving a submitted run's outputs (runner.Started), None from it where the GPU failed at
+        read-back (then dropped); None for no run."""
         if started is None:
             return None
 

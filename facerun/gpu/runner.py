@@ -318,25 +318,31 @@ class GpuProgram:
                 raise
             except Exception as e:
                 raise GpuError(f"recording the GPU work failed: {short_error(e)}") from None
-            seen = D.errors_seen()[0]
-            try:
-                if D.take_injected("submit"):
-                    raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
-                if self.replay is not None:
-                    index = self.replay.submit(self.dev.queue, commands)
-                else:
-                    self.dev.queue.submit([commands])
-                    index = None
-                if D.errors_seen()[0] != seen:
-                    raise RuntimeError(D.errors_seen()[1])
-            except Exception as e:
-                why = f"the GPU failed running the program: {short_error(e)}"
-                D.mark_broken(why)
-                raise GpuError(why) from None
+            index = self.submit_commands(commands, "the program")
             if clock:
                 clock.lap(phases.SUBMIT, t)
             self._started = Started(self, staging, index)
             return self._started
+
+    def submit_commands(self, commands, what: str) -> int | None:
+        """Submit recorded `commands` (lock held): the submission's index where submitted natively (for
+        readback.read to wait on it alone), else None. GpuError, the GPU marked broken, on a failure."""
+        seen = D.errors_seen()[0]
+        try:
+            if D.take_injected("submit"):
+                raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
+            if self.replay is not None:
+                index = self.replay.submit(self.dev.queue, commands)
+            else:
+                self.dev.queue.submit([commands])
+                index = None
+            if D.errors_seen()[0] != seen:
+                raise RuntimeError(D.errors_seen()[1])
+        except Exception as e:
+            why = f"the GPU failed running {what}: {short_error(e)}"
+            D.mark_broken(why)
+            raise GpuError(why) from None
+        return index
 
     def _started_buffer(self):
         """submit's read-back buffer (lock held), made at the first and again when the outputs grew."""
