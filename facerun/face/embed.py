@@ -203,14 +203,7 @@ class Embedder:
         if len(crops) == 0:
             empty = np.zeros((0, self.dim), dtype=np.float32)
             return lambda: empty
-        result = self.net.submit_batch(self.preprocessing.apply(crops))
-
-        def vectors() -> np.ndarray:
-            out = np.asarray(result()[0], dtype=np.float32).reshape(len(crops), -1)
-            self._dim = out.shape[1]
-            return l2_normalize(out)
-
-        return vectors
+        return self._vectors(self.net.submit_batch(self.preprocessing.apply(crops)), len(crops))
 
     def cut(self, image, landmarks):
         """What a library run keeps of a face until it is embedded: where the device aligns faces (the GPU, unless
@@ -230,10 +223,13 @@ class Embedder:
         if not all(isinstance(face, FaceCut) for face in faces):  # the GPU was dropped between cuts: crops here
             crops = [align.warp_cut(f, self.input_size) if isinstance(f, FaceCut) else f for f in faces]
             return self.submit(np.stack(crops))
-        result = self.net.submit_faces(faces, self.face_layout)
+        return self._vectors(self.net.submit_faces(faces, self.face_layout), len(faces))
+
+    def _vectors(self, result: Callable, count: int) -> Callable[[], np.ndarray]:
+        """The unit embeddings of `count` faces from a submitted batch's outputs (`result()`), when asked for."""
 
         def vectors() -> np.ndarray:
-            out = np.asarray(result()[0], dtype=np.float32).reshape(len(faces), -1)
+            out = np.asarray(result()[0], dtype=np.float32).reshape(count, -1)
             self._dim = out.shape[1]
             return l2_normalize(out)
 
