@@ -19,6 +19,14 @@ from .zoo.card import UNKNOWN, ModelCard, identify, identify_file, recognise
 GPU_BATCHES = (1, 2, 4, 8, 16)  # batch sizes the GPU runs (a batch is padded up to one), past 16 multiples of 16
 
 
+def _padded(items: np.ndarray) -> np.ndarray:
+    """A batch of items padded with zero items up to gpu_batch(len(items)) (itself where it is one already)."""
+    n = items.shape[0]
+    if gpu_batch(n) == n:
+        return items
+    return np.concatenate([items, np.zeros((gpu_batch(n) - n,) + items.shape[1:], items.dtype)])
+
+
 def gpu_batch(n: int) -> int:
     """The batch size the GPU runs `n` items at: the next of GPU_BATCHES, past them the next multiple of 16."""
     for b in GPU_BATCHES:
@@ -401,21 +409,13 @@ class Net:
         if submit is not None and self.gpu is not None:
             feeds = self._inputs(x)
             items = feeds[self.input_name]
-            n = items.shape[0]
-            padded = items if gpu_batch(n) == n else np.concatenate(
-                [items, np.zeros((gpu_batch(n) - n,) + items.shape[1:], items.dtype)])
-            prog = (self.program(padded.shape) if self.batch_free or len(padded) == 1
-                    else self.batch_program(padded.shape))
+            padded = _padded(items)
+            prog = self._padded_program(padded.shape)
             result = submit(prog, {**feeds, self.input_name: padded}) if prog is not None else None
             if result is not None:
                 def done() -> Outputs:
-                    out = result()
-                    if out is None:  # the GPU dropped at read-back: the CPU
-                        return self.run_batch(x)
-                    typed = self._typed(prog, out)
-                    if any(np.ndim(v) == 0 or np.shape(v)[0] != len(padded) for v in typed.values()):
-                        return self.run_batch(x)  # an output not batch-first: the unpadded run says what it is
-                    return Outputs((name, v[:n]) for name, v in typed.items())
+                    out = self._unpadded(prog, result(), len(items), len(padded))
+                    return out if out is not None else self.run_batch(x)
 
                 return done
         out = self.run_batch(x)
@@ -429,16 +429,12 @@ class Net:
         n = len(cuts)
         if submit is not None and self.gpu is not None and n:
             w, h = layout.size
-            shape = (gpu_batch(n), 3, h, w)
-            prog = self.program(shape) if self.batch_free or shape[0] == 1 else self.batch_program(shape)
+            prog = self._padded_program((gpu_batch(n), 3, h, w))
             result = submit(prog, cuts, layout) if prog is not None else None
             if result is not None:
                 def done() -> Outputs:
-                    out = result()
-                    typed = self._typed(prog, out) if out is not None else None
-                    if typed is None or any(np.ndim(v) == 0 or np.shape(v)[0] != shape[0] for v in typed.values()):
-                        return self.run_batch(layout.blob(cuts))  # the GPU dropped, or an output not batch-first
-                    return Outputs((name, v[:n]) for name, v in typed.items())
+                    out = self._unpadded(prog, result(), n, gpu_batch(n))
+                    return out if out is not None else self.run_batch(layout.blob(cuts))
 
                 return done
         return self.submit_batch(layout.blob(cuts))
@@ -447,17 +443,25 @@ class Net:
         """A batch of `n` items on the GPU padded with zero items up to gpu_batch(n), so a library of photos with any
         number of faces meets five batch programs, not sixteen; None when the batch cannot be padded (a file that
         mixes its items) or the GPU is not used."""
-        items = feeds[self.input_name]
-        padded = np.concatenate([items, np.zeros((gpu_batch(n) - n,) + items.shape[1:], items.dtype)])
-        prog = self.program(padded.shape) if self.batch_free else self.batch_program(padded.shape)
+        padded = _padded(feeds[self.input_name])
+        prog = self._padded_program(padded.shape)
         if prog is None:
             return None
-        out = self.gpu.run(prog, {**feeds, self.input_name: padded})
+        return self._unpadded(prog, self.gpu.run(prog, {**feeds, self.input_name: padded}), n, len(padded))
+
+    def _padded_program(self, shape) -> Program | None:
+        """The program of a padded batch of `shape`: the shape's own for a free batch (or one item), else the file's
+        batch program (None where the graph mixes its items)."""
+        return self.program(shape) if self.batch_free or shape[0] == 1 else self.batch_program(shape)
+
+    def _unpadded(self, prog: Program, out, n: int, padded: int) -> Outputs | None:
+        """A padded batch's outputs `out` cut to its first `n` items; None when there are none (the GPU dropped) or
+        an output is not batch-first (the unpadded run then says what it is)."""
         if out is None:
             return None
         typed = self._typed(prog, out)
-        if any(np.ndim(v) == 0 or np.shape(v)[0] != len(padded) for v in typed.values()):
-            return None  # an output not batch-first: the unpadded run says what it is
+        if any(np.ndim(v) == 0 or np.shape(v)[0] != padded for v in typed.values()):
+            return None
         return Outputs((name, v[:n]) for name, v in typed.items())
 
     def batch_program(self, shape, checked_at=None) -> Program | None:
