@@ -18,7 +18,7 @@ The phases, in a photo's order (what each covers is said where it is timed):
     cut       the outputs cut by name and cropped to the photo's own size
     cpu       the CPU interpreter's run (the network on the CPU)
     post      NMS and alignment (only where the feeding thread does them: the serial run)
-    embed     the embedding network's batches
+    embed     the embedding network's batches (where the feeding thread embeds: not where a thread of its own does)
     python    the rest of the feeding thread's busy time: the library's loop and the Python around the runner
 """
 
@@ -30,9 +30,10 @@ from contextlib import contextmanager
 from time import perf_counter_ns
 
 # What the feeding thread waits for, outside its busy time: the photo next in order from the decoders, a photo's
-# post-processing (in order), and the consumer of its results (progress bars, the index, a bench row).
-WAITS = ("decoders", "post", "consumer")
-(ON_DECODERS, ON_POST, ON_CONSUMER) = WAITS
+# post-processing (in order), the embedding thread (where one embeds: face/library.py) and the consumer of its
+# results (progress bars, the index, a bench row).
+WAITS = ("decoders", "post", "embedder", "consumer")
+(ON_DECODERS, ON_POST, ON_EMBED, ON_CONSUMER) = WAITS
 PHASES = ("decode", "program", "params", "upload", "record", "submit", "wait", "readback", "cut", "cpu", "post",
           "embed", "python")
 (DECODE, PROGRAM, PARAMS, UPLOAD, RECORD, SUBMIT, WAIT, READBACK, CUT, CPU, POST, EMBED, PYTHON) = range(len(PHASES))

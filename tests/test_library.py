@@ -431,3 +431,80 @@ def test_a_slow_decode_does_not_hold_the_photos_decoded_after_it(tmp_path, monke
     shapes = [(r.height, r.width, 3) for r in out]
     assert len(set(shapes)) == len(shapes) and sorted(detector.seen) == sorted(shapes)
     assert detector.seen.index(shapes[4]) > detector.seen.index(shapes[5])  # the slow one ran after the next
+
+
+class _ThreadNoting:
+    """A GPU embedder stand-in: a face's vector is its landmarks' first point; it notes the thread each batch is
+    submitted and read on, and may fail at its `fail_at`th batch or sleep `slow` seconds a read."""
+
+    dim, device = 2, "gpu"
+
+    def __init__(self, fail_at: int | None = None, slow: float = 0.0):
+        import threading
+
+        self.threads, self.fail_at, self.slow, self._thread = [], fail_at, slow, threading.current_thread
+
+    def cut(self, rgb, landmarks):
+        return np.asarray(landmarks, np.float32)
+
+    def submit_faces(self, faces):
+        self.threads.append(self._thread().name)
+        if self.fail_at is not None and len(self.threads) == self.fail_at:
+            raise RuntimeError("the embedder fell over")
+
+        def read():
+            time.sleep(self.slow)
+            return np.stack([f[0] for f in faces])
+
+        return read
+
+
+def test_a_gpu_embedder_embeds_on_a_thread_of_its_own(yunet_cpu, monkeypatch):
+    """The faces go to a thread of their own (FACERUN_EMBED_THREAD, on for a GPU embedder): the same results in the
+    same order as the feeding thread embedding them, its batches submitted from that thread, the feeding thread's
+    clock without them."""
+    paths = [FACES / p for p in SMALL_PHOTOS] * 2
+    runs = {}
+    for setting in ("off", "on"):
+        monkeypatch.setenv("FACERUN_EMBED_THREAD", setting)
+        embedder, stats = _ThreadNoting(), LibraryStats()
+        runs[setting] = (list(iter_photo_faces(paths, yunet_cpu, embedder, batch=3, workers=2, stats=stats)),
+                         embedder, stats)
+    (inline, e_off, s_off), (threaded, e_on, s_on) = runs["off"], runs["on"]
+    assert [r.path for r in threaded] == paths and sum(len(r.faces) for r in threaded) > len(paths)
+    for a, b in zip(inline, threaded):
+        assert [f.box for f in a.faces] == [f.box for f in b.faces]
+        assert np.array_equal(a.embeddings, b.embeddings)
+        assert np.array_equal(b.embeddings, np.stack([f.landmarks[0] for f in b.faces]).astype(np.float32))
+    assert set(e_on.threads) == {"facerun-embed_0"} and "facerun-embed_0" not in e_off.threads
+    assert s_on.embed_thread and not s_off.embed_thread and s_on.seconds["embed"] > 0
+    from facerun import phases
+
+    assert s_off.clock.ns[phases.EMBED] > 0 and s_on.clock.ns[phases.EMBED] == 0
+
+
+def test_a_failing_embed_thread_stops_the_run_and_its_threads(yunet_cpu, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("FACERUN_EMBED_THREAD", "on")
+    paths = [FACES / p for p in SMALL_PHOTOS] * 3
+    got = []
+    with pytest.raises(RuntimeError, match="embedder fell over"):
+        for r in iter_photo_faces(paths, yunet_cpu, _ThreadNoting(fail_at=3), batch=2, workers=2):
+            got.append(r)
+    assert [r.path for r in got] == paths[: len(got)]
+    for t in threading.enumerate():
+        if t.name.startswith("facerun-") and not t.name.startswith("facerun-lane-"):
+            t.join(timeout=30)
+            assert not t.is_alive()
+
+
+def test_the_feeding_thread_waits_for_a_slow_embed_thread(yunet_cpu, monkeypatch):
+    """At most a window of photos waits for the embedding thread: a slow one holds the feeding thread back (its
+    wait counted as `embedder`), and every photo still comes out, in order."""
+    monkeypatch.setenv("FACERUN_EMBED_THREAD", "on")
+    paths = [FACES / p for p in SMALL_PHOTOS] * 3
+    stats = LibraryStats()
+    out = list(iter_photo_faces(paths, yunet_cpu, _ThreadNoting(slow=0.2), batch=1, workers=1, stats=stats))
+    assert [r.path for r in out] == paths
+    assert stats.clock.idle_ns["embedder"] > 0.2e9

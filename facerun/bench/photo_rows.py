@@ -111,7 +111,8 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
     paid = counters.since(before)
     paid["garbage_collection_s"] = collected[0]
     wall = _fill(row, stats, paid)
-    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads)
+    row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads,
+                                stats.embed_thread)
     if device == "gpu" and detector.device == "cpu":
         row.skipped = f"the GPU was not used: {detector.net.gpu_reason}"
     return row
@@ -213,8 +214,10 @@ def _garbage_collection():
         gc.callbacks.remove(timed)
 
 
-def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: int = 1) -> str:
-    """Where the time goes, in words: each thread group's busy share of the wall time, the busiest first."""
+def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: int = 1,
+               embed_thread: bool = False) -> str:
+    """Where the time goes, in words: each thread group's busy share of the wall time, the busiest first
+    (embed_thread: the faces were embedded on a thread of their own, not the network thread)."""
     if serial:
         groups = {"decode": seconds["decode"], "detect": seconds["compile"] + seconds["detect"] + seconds["post"],
                   "align + embed": seconds["align"] + seconds["embed"]}
@@ -223,7 +226,8 @@ def bottleneck(seconds: dict, wall: float, workers: int, serial: bool, posters: 
     groups = {
         f"decode + compile ({workers} thread{'s' if workers > 1 else ''})":
             (seconds["decode"] + seconds["compile"]) / workers,
-        "network thread (detect + embed)": seconds["detect"] + seconds["embed"],
+        **({"network thread (detect)": seconds["detect"], "embed thread": seconds["embed"]} if embed_thread else
+           {"network thread (detect + embed)": seconds["detect"] + seconds["embed"]}),
         f"post ({posters} thread{'s' if posters > 1 else ''}: NMS + align)":
             (seconds["post"] + seconds["align"]) / posters,
     }

@@ -109,6 +109,7 @@ class LibraryStats:
         self.first_photo_s: float | None = None
         self.wall_s = 0.0
         self.post_threads = 1
+        self.embed_thread = False  # the faces were embedded on a thread of their own (_EmbedThread)
         self.counted: dict[str, float] = {}  # facerun.counters of other processes (face.processes), summed
         self.devices: set[str] = set()  # the results' `device`, where another process or actor ran the network
         self._lock = threading.Lock()
@@ -272,8 +273,9 @@ class _Batcher:
     A batch is submitted and read back at the next batch's submission (or at the end), so the feeding thread goes on
     while the device runs it (behind the detector's batches in the queue) instead of waiting for it."""
 
-    def __init__(self, embedder, batch: int, stats: LibraryStats):
+    def __init__(self, embedder, batch: int, stats: LibraryStats, clock: phases.PhaseClock | None = None):
         self.embedder, self.batch, self.stats = embedder, batch, stats
+        self.clock = clock  # the feeding thread's, where it embeds (not on a thread of its own)
         self.dim = embedder.dim if embedder is not None else 0
         self.waiting: deque[tuple[PhotoFaces, list]] = deque()  # photos in order, with their vectors so far
         self.pending: list[tuple[list, object]] = []  # (the photo's vector list, Embedder.cut's face), oldest first
@@ -318,7 +320,8 @@ class _Batcher:
     def _lap(self, start: int) -> None:
         ns = phases.perf_counter_ns() - start
         self.stats.add("embed", ns / 1e9)
-        self.stats.clock.add(phases.EMBED, ns)  # on the feeding thread, where a run embeds
+        if self.clock is not None:
+            self.clock.add(phases.EMBED, ns)
 
     def _ready(self) -> Iterator[PhotoFaces]:
         while self.waiting:
@@ -329,6 +332,45 @@ class _Batcher:
             if vectors:
                 result.embeddings = np.ascontiguousarray(np.stack(vectors), dtype=np.float32)
             yield result
+
+
+def embed_thread(embedder) -> bool:
+    """Whether a pipelined run embeds on a thread of its own: FACERUN_EMBED_THREAD, on where the embedder runs on
+    the GPU (on the CPU its interpreter would take the cores the detector's needs)."""
+    return embedder is not None and settings.get("FACERUN_EMBED_THREAD") and embedder.device == "gpu"
+
+
+class _EmbedThread:
+    """The batcher on a thread of its own: the feeding thread hands it each photo, in order, and goes on detecting
+    while it cuts the faces into batches, submits them and reads them back; what it finished comes back in order.
+    At most `limit` photos wait for it (then the feeding thread waits too: ON_EMBED)."""
+
+    def __init__(self, batcher: _Batcher, limit: int):
+        self.batcher, self.limit = batcher, limit
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="facerun-embed")
+        self.handed: deque[Future] = deque()  # per photo handed over: the results it let out, in order
+
+    def add(self, photo: _Photo) -> None:
+        self.handed.append(self.pool.submit(lambda: list(self.batcher.add(photo))))
+
+    def ready(self, busy: phases.Busy, everything: bool = False) -> Iterator[PhotoFaces]:
+        """What the thread finished, in order; waiting for it past `limit` photos (or for all: `everything`)."""
+        while self.handed and (self.handed[0].done() or everything or len(self.handed) > self.limit):
+            future = self.handed.popleft()
+            if not future.done():
+                busy.stop(phases.ON_EMBED)
+                results = future.result()
+                busy.start()
+            else:
+                results = future.result()
+            yield from phases.handed(results, busy)
+
+    def finish(self, busy: phases.Busy) -> Iterator[PhotoFaces]:
+        self.handed.append(self.pool.submit(lambda: list(self.batcher.finish())))
+        yield from self.ready(busy, everything=True)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ------------------------------------------------------------------------------------------------- the runs
@@ -420,7 +462,7 @@ def _drafted(embedder, options: LibraryOptions) -> bool:
 
 def _serial(paths, detector: PhotoDetector, embedder, options: LibraryOptions, stats: LibraryStats
             ) -> Iterator[PhotoFaces]:
-    batcher = _Batcher(embedder, options.batch, stats)
+    batcher = _Batcher(embedder, options.batch, stats, stats.clock)
     draft = _drafted(embedder, options)
     clock, busy = stats.clock, phases.Busy(stats.clock)
     busy.start()
@@ -454,7 +496,7 @@ def iter_decoded_faces(decoded: Iterable[tuple], detector, embedder=None, batch:
 
 def _decoded(decoded: Iterable[tuple], detector: PhotoDetector, embedder, options: LibraryOptions,
              stats: LibraryStats) -> Iterator[PhotoFaces]:
-    batcher = _Batcher(embedder, options.batch, stats)
+    batcher = _Batcher(embedder, options.batch, stats, stats.clock)
     for path, rgb, error in decoded:
         photo = _Photo(PhotoFaces(path=Path(path), error=error))
         if error is None:
@@ -469,7 +511,8 @@ def _decoded(decoded: Iterable[tuple], detector: PhotoDetector, embedder, option
 
 def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions, workers: int, stats: LibraryStats
                ) -> Iterator[PhotoFaces]:
-    batcher = _Batcher(embedder, options.batch, stats)
+    threaded = embed_thread(embedder)
+    batcher = _Batcher(embedder, options.batch, stats, None if threaded else stats.clock)
     draft = _drafted(embedder, options)
     source = iter(paths)
     processes = None
@@ -533,6 +576,8 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     buckets = Buckets(detector, stats, lambda photo: poster.submit(post, photo),
                       lambda photo: _detect(photo, detector, stats))
     busy = phases.Busy(stats.clock)
+    embedding = _EmbedThread(batcher, limit=ahead) if threaded else None
+    stats.embed_thread = threaded
     busy.start()
     try:
         top_up()
@@ -578,10 +623,19 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                 busy.stop(phases.ON_POST)
                 done_photo = order.popleft().out.result()
                 busy.start()
-                yield from phases.handed(batcher.add(done_photo), busy)
-        yield from phases.handed(batcher.finish(), busy)
+                if embedding is not None:
+                    embedding.add(done_photo)
+                    yield from embedding.ready(busy)
+                else:
+                    yield from phases.handed(batcher.add(done_photo), busy)
+        if embedding is not None:
+            yield from embedding.finish(busy)
+        else:
+            yield from phases.handed(batcher.finish(), busy)
     finally:
         busy.close()
+        if embedding is not None:
+            embedding.close()
         decoders.shutdown(wait=False, cancel_futures=True)
         poster.shutdown(wait=False, cancel_futures=True)
         if processes is not None:

@@ -83,7 +83,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
         for _ in procs:
             tasks.put(None)
         held: dict[int, tuple] = {}
-        batcher = _Batcher(embedder, options.batch, stats)
+        batcher = _Batcher(embedder, options.batch, stats, stats.clock)
         for index in range(len(paths)):
             while index not in held:
                 kind, *rest = _next(results, procs)
