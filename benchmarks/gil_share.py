@@ -18,7 +18,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 
-ROLES = (("facerun-decode", "decode"), ("facerun-post", "post"), ("MainThread", "feeding"))
+ROLES = (("facerun-decode", "decode"), ("facerun-post", "post"), ("facerun-embed", "embed"), ("MainThread", "feeding"))
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^:()]+)(?P<line>:\d+)?\)$")
 
 
