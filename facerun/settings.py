@@ -192,6 +192,8 @@ SETTINGS: tuple[Setting, ...] = (
             "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "
             "to a submission in a library run (1: each photo on its own)", _photo_batch),
+    Setting("FACERUN_PHOTO_HELD", "count", None, "on the GPU, photos a library run holds while their buckets' "
+            "batches fill, at most (then the fullest batch runs)", _count, "twice FACERUN_PHOTO_BATCH"),
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),

@@ -94,3 +94,16 @@ def test_a_batch_of_photos_may_wait_on_post_processing_once_batches_run():
     for _ in range(2):
         buckets.add(_Photo(_Prepared(1), _Result()))
     assert det.log == [("submit", (1, 1, 1))] and buckets.batch_slack == 3
+
+
+def test_more_photos_may_be_held_while_batches_fill(monkeypatch):
+    monkeypatch.setenv("FACERUN_PHOTO_HELD", "12")
+    det, posted = _Recording(), []
+    buckets = Buckets(det, LibraryStats(), lambda photo: posted.append(photo) or _done(), lambda photo: None, size=4)
+    for b in (1, 2, 2, 3, 3, 3, 4, 4, 5, 2, 2):  # past twice the batch held, nothing runs until bucket 2 fills
+        buckets.add(_Photo(_Prepared(b), _Result()))
+    assert det.log == [("submit", (2, 2, 2, 2))] and buckets.held == 11  # 7 gathering, 4 in flight
+    buckets.add(_Photo(_Prepared(6), _Result()))
+    assert len(det.log) == 1  # twelve held
+    buckets.add(_Photo(_Prepared(7), _Result()))  # thirteen: the fullest (3) runs
+    assert det.log[1:] == [("submit", (3, 3, 3)), ("read", (2, 2, 2, 2))]
