@@ -2,6 +2,7 @@
 # A library batch run once in its bucket's batch program (FACERUN_PHOTO_ITEMS=on) against once a photo (the
 # default), now that a photo's candidate rows come back instead of its heads; the whole job with the faces embedded
 # on a thread of their own, and in batch programs; the floor; issue 37's YuNet rows from photos' bytes
+# (gpu-photo-batch) in batch programs; more photos held while batches fill (FACERUN_PHOTO_HELD=64)
 # (gpu-photo-batch) in batch programs and photo by photo; where the whole job's threads wait (py-spy --idle)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
@@ -13,9 +14,13 @@ for round in 1 2; do
 done
 FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_BATCH=16 row $C items16 photos /tmp/p20 --paths gpu
 for round in 1 2; do
+  FACERUN_PHOTO_HELD=64 row $E held64-$round photos /tmp/p20 --paths gpu
+  FACERUN_PHOTO_HELD=64 FACERUN_PHOTO_ITEMS=on row $E held64-items-$round photos /tmp/p20 --paths gpu
+done
+for round in 1 2; do
   row $C s48-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
   row $E thread-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
-  FACERUN_PHOTO_ITEMS=on row $E items-thread-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
+  FACERUN_PHOTO_HELD=64 FACERUN_PHOTO_ITEMS=on row $E held64-items-thread-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
 done
 row $C floor photos /tmp/p20 --paths decode-processes
 for items in off on; do
