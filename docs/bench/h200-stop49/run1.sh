@@ -1,9 +1,9 @@
 # call 1 of stop 49. Trees: .device/cur = 3e44c6b (stop 48 as landed), .device/emb = this stop's embedding thread.
 # A library batch run once in its bucket's batch program (FACERUN_PHOTO_ITEMS=on) against once a photo (the
 # default), now that a photo's candidate rows come back instead of its heads; the whole job with the faces embedded
-# on a thread of their own, and in batch programs; the floor; issue 37's YuNet rows from photos' bytes
-# (gpu-photo-batch) in batch programs; more photos held while batches fill (FACERUN_PHOTO_HELD=64)
-# (gpu-photo-batch) in batch programs and photo by photo; where the whole job's threads wait (py-spy --idle)
+# on a thread of their own, and in batch programs; more photos held while batches fill (FACERUN_PHOTO_HELD=64);
+# the floor; issue 37's YuNet rows from photos' bytes (gpu-photo-batch) in batch programs and photo by photo; where
+# the whole job's threads wait (py-spy --idle)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 C=$PWD/.device/cur
