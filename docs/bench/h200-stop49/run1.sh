@@ -11,18 +11,14 @@ E=$PWD/.device/emb
 for round in 1 2; do
   row $C cur-$round photos /tmp/p20 --paths gpu
   FACERUN_PHOTO_ITEMS=on row $C items-$round photos /tmp/p20 --paths gpu
-done
-FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_BATCH=16 row $C items16 photos /tmp/p20 --paths gpu
-for round in 1 2; do
   FACERUN_PHOTO_HELD=64 row $E held64-$round photos /tmp/p20 --paths gpu
   FACERUN_PHOTO_HELD=64 FACERUN_PHOTO_ITEMS=on row $E held64-items-$round photos /tmp/p20 --paths gpu
-done
-for round in 1 2; do
   row $C s48-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
   row $E thread-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
   FACERUN_PHOTO_HELD=64 FACERUN_PHOTO_ITEMS=on row $E held64-items-thread-embed-$round photos /tmp/p20 --paths gpu --embedder MobileFaceNet
+  [ $round = 1 ] && row $C floor photos /tmp/p20 --paths decode-processes
 done
-row $C floor photos /tmp/p20 --paths decode-processes
+FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_BATCH=16 row $C items16 photos /tmp/p20 --paths gpu
 for items in off on; do
   FACERUN_PHOTO_ITEMS=$items row $C y640-$items models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-photo,gpu-photo-batch,gpu-batch --roofline
   FACERUN_PHOTO_ITEMS=$items row $C sizes-$items models yunet-2023mar --sizes 1024x704,1280x736 --batch 8 --paths gpu-photo,gpu-photo-batch,gpu-batch --roofline
