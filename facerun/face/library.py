@@ -337,12 +337,13 @@ class _Batcher:
 def embed_thread(embedder) -> bool:
     """Whether a pipelined run embeds on a thread of its own: FACERUN_EMBED_THREAD, on where the embedder runs on
     the GPU (on the CPU its interpreter would take the cores the detector's needs)."""
-    return embedder is not None and settings.get("FACERUN_EMBED_THREAD") and embedder.device == "gpu"
+    return (embedder is not None and bool(settings.get("FACERUN_EMBED_THREAD"))
+            and getattr(embedder, "device", "cpu") == "gpu")
 
 
 class _EmbedThread:
     """The batcher on a thread of its own: the feeding thread hands it each photo, in order, and goes on detecting
-    while it cuts the faces into batches, submits them and reads them back; what it finished comes back in order.
+    while it gathers the faces into batches, submits them and reads them back; what it finished comes back in order.
     At most `limit` photos wait for it (then the feeding thread waits too: ON_EMBED)."""
 
     def __init__(self, batcher: _Batcher, limit: int):
