@@ -284,3 +284,18 @@ def test_face_prep_times_alignment_and_an_embedders_input(data_dir):
     assert " ms a face, embedder input " in line and float(line.split("align ")[1].split()[0]) > 0
     digest, _, cut = line.rsplit("bytes ", 1)[1].partition(", cut for the GPU ")
     assert len(digest) == 16 and float(cut.split()[0]) > 0  # this tree cuts faces for the GPU too
+
+
+def test_batch_fill_counts_photos_a_batch_from_the_headers(data_dir, tmp_path):
+    """Two buckets' photos alternating: held photos fill the batches, a window of headers too; one bucket alone:
+    every batch full."""
+    from PIL import Image
+
+    for i in range(8):  # 4 of 640x480, 4 of 1280x960: two buckets, in turn
+        Image.new("RGB", (640, 480) if i % 2 else (1280, 960)).save(tmp_path / f"p{i}.jpg")
+    done = run_benchmark("batch_fill.py", tmp_path, "--repeat", "2", "--batch", "4")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("16 photos, 2 buckets, batches of at most 4")
+    held = dict(part.split(": ") for part in lines[1].split(": ", 1)[1].strip().split("  "))
+    window = dict(part.split(": ") for part in lines[2].split(": ", 1)[1].strip().split("  "))
+    assert float(held["8"]) == float(window["64"]) == 4.0  # room for both groups: full batches
