@@ -5,7 +5,7 @@ order by two policies, the mean photos a batch of `--batch` for each setting:
 - held: today's detect stage (face/buckets.py) with the decoders ahead of the network: photos gather by bucket, a
   full group runs, and past FACERUN_PHOTO_HELD photos held the fullest group runs;
 - window: the photos' headers read ahead over a window of paths, and the oldest photo's bucket run with the others
-  of its bucket in the window (the header-first order of issue 36's design, not built).
+  of its bucket in the window (FACERUN_PHOTO_LOOKAHEAD, issue 36's header-first order).
 
     python benchmarks/batch_fill.py DIR [--repeat 20] [--batch 8]
 

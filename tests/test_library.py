@@ -508,3 +508,74 @@ def test_the_feeding_thread_waits_for_a_slow_embed_thread(yunet_cpu, monkeypatch
     out = list(iter_photo_faces(paths, yunet_cpu, _ThreadNoting(slow=0.2), batch=1, workers=1, stats=stats))
     assert [r.path for r in out] == paths
     assert stats.clock.idle_ns["embedder"] > 0.2e9
+
+
+def _sized(folder, sizes):
+    folder.mkdir(exist_ok=True)
+    paths = []
+    for i, (w, h) in enumerate(sizes):
+        path = folder / f"p{i:02d}.jpg"
+        Image.new("RGB", (w, h), (i * 9 % 255, 90, 160)).save(path)
+        paths.append(path)
+    return paths
+
+
+def test_the_lookahead_hands_out_paths_grouped_by_bucket_in_a_window(tmp_path):
+    from collections import deque
+
+    from facerun.face.library import _Lookahead
+
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    sizes = [(100, 80), (300, 200), (100, 80), (300, 200), (100, 80), (640, 480), (300, 200), (100, 80)]
+    paths = _sized(tmp_path / "p", sizes)
+    paths.insert(3, tmp_path / "broken.jpg")
+    order = deque()
+    look = _Lookahead(iter(paths), lambda w, h: (w, h), window=6, size=2, order=order)
+    got = [look.next().path for _ in range(len(paths))]
+    assert look.next() is None and [e.path for e in order] == paths  # every path in the reorder buffer, in order
+    names = [p.name for p in got]
+    # the oldest path's bucket, then one more of it from the window; the unreadable file alone
+    assert names == ["p00.jpg", "p02.jpg", "p01.jpg", "p03.jpg", "broken.jpg", "p04.jpg", "p07.jpg", "p05.jpg",
+                     "p06.jpg"]
+    first = _Lookahead(iter(paths), lambda w, h: (w, h), window=6, size=2, order=deque())
+    assert [first.next(1).path for _ in range(3)] == paths[:3]  # a window of one: input order
+
+
+def test_a_photos_upright_size_comes_from_its_header(tmp_path):
+    from facerun.face.images import ORIENTATION, upright_size
+
+    plain, turned = tmp_path / "plain.jpg", tmp_path / "turned.jpg"
+    Image.new("RGB", (40, 30)).save(plain)
+    exif = Image.Exif()
+    exif[ORIENTATION] = 6
+    Image.new("RGB", (40, 30)).save(turned, exif=exif)
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xffnot really")
+    assert upright_size(plain) == (40, 30) and upright_size(turned) == (30, 40)
+    assert upright_size(tmp_path / "broken.jpg") is None and upright_size(tmp_path / "missing.jpg") is None
+
+
+def test_photos_read_ahead_by_bucket_fill_the_gpus_batches(tmp_path, gpu, monkeypatch):
+    """FACERUN_PHOTO_LOOKAHEAD: photos of four buckets in turn, batches of 4, twice that held: in input order no batch
+    fills; decoded grouped by bucket from their headers, full batches; the same faces, in input order."""
+    from facerun.face.detect import Detector
+
+    detector = Detector(str(YUNET), device="gpu")
+    sizes = [(100, 80), (200, 100), (300, 100), (100, 300)]
+    assert len({detector.batch_key_of_size(w, h) for w, h in sizes}) == 4
+    paths = _sized(tmp_path / "p", sizes * 8)
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
+    sizes, real = [], detector.submit_networks
+    monkeypatch.setattr(detector, "submit_networks", lambda prepared: sizes.append(len(prepared)) or real(prepared))
+    runs = {}
+    for window in (None, "32"):
+        if window:
+            monkeypatch.setenv("FACERUN_PHOTO_LOOKAHEAD", window)
+        sizes.clear()
+        runs[window] = (list(iter_photo_faces(paths, detector, None, workers=2)), list(sizes))
+    (plain, plain_sizes), (grouped, grouped_sizes) = runs[None], runs["32"]
+    assert [r.path for r in grouped] == paths and all(r.ok for r in grouped)
+    assert [[f.box for f in r.faces] for r in grouped] == [[f.box for f in r.faces] for r in plain]
+    # the first two photos run alone (the model's checks); then fuller batches than in input order
+    assert sum(grouped_sizes) == sum(plain_sizes) == len(paths) - 2
+    assert max(grouped_sizes) == 4 and len(grouped_sizes) < len(plain_sizes)  # fuller: fewer submissions
+    assert len(grouped_sizes) < len(plain_sizes)

@@ -89,7 +89,7 @@ def test_bench_photos_has_the_decode_rows_vs_decode_and_the_phases(tmp_path):
     assert list(rows) == ["decode", "decode-processes", "cpu", "cpu-serial"]
     floor = max(rows["decode"]["photos_per_s"], rows["decode-processes"]["photos_per_s"])
     for row in rows.values():
-        assert row["photos"] == 6 and row["vs_decode"] == pytest.approx(row["photos_per_s"] / floor, rel=1e-3)
+        assert row["photos"] == 6 and row["vs_decode"] == pytest.approx(row["photos_per_s"] / floor, rel=1e-3, abs=1e-4)
     for name in ("decode", "decode-processes"):
         assert rows[name]["floor"] and rows[name]["faces"] == 0 and rows[name]["agree_with_cpu"] is None
     assert rows["decode-processes"]["processes"] >= 1 and rows["decode"]["workers"] >= 1

@@ -187,6 +187,14 @@ class Detector(PhotoDetector):
         """Photos laid out on the device in one GPU bucket run in one submission."""
         return prepared.bucket if prepared.image is not None else None
 
+    def batch_key_of_size(self, width: int, height: int):
+        """The GPU bucket a photo of this upright size runs in (prepare's, from its header), or None."""
+        if not self.family.follows_image or not self._photos_on_device():
+            return None
+        fit_w, fit_h = self.fit_size(width, height) or (width, height)
+        shape, _ = self.family.layout(np.broadcast_to(np.uint8(0), (fit_h, fit_w, 3)))  # a size, no pixels
+        return self.net.photo_bucket(shape)
+
     def submit_networks(self, prepared: list[Prepared]):
         """run_network on several photos, those of one GPU bucket in one submission (Net.submit_photos): a function
         that waits for them and gives them back, outputs set, in order (the very outputs run_network gives)."""

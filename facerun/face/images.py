@@ -115,6 +115,18 @@ def _draft(image: Image.Image, fit) -> list[tuple[int, int]]:
     return [(height, width) if turned else (width, height)]
 
 
+def upright_size(path) -> tuple[int, int] | None:
+    """A photo's upright (width, height) from its header (EXIF orientation applied), or None where it cannot be read
+    (its decode says why)."""
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            turned = image.getexif().get(ORIENTATION, 1) in (5, 6, 7, 8)
+    except Exception:  # any unreadable file: the decode reports it
+        return None
+    return (height, width) if turned else (width, height)
+
+
 def _draft_size(width: int, height: int, turned: bool, fit) -> tuple[int, int] | None:
     """The stored (width, height) a draft is asked for, or None: no draft (fit wants no shrinking, or less than
     half, where libjpeg would decode at full size anyway)."""

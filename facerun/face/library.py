@@ -28,7 +28,7 @@ from .. import phases, settings
 from ..errors import ImageError, InputError
 from . import decoders as _decoders
 from .buckets import Buckets, Slot, photo_batch
-from .images import load_photo, load_photo_shrunk
+from .images import load_photo, load_photo_shrunk, upright_size
 from .photo_detector import PhotoDetector, photo_detector
 
 STAGES = ("decode", "compile", "detect", "post", "align", "embed")
@@ -262,9 +262,51 @@ class _Entry:
     """A photo in the pipelined run: its decode's future, then (fed to the network) its post-processing's (a
     Future, or a buckets.Slot until its bucket's batch ran)."""
 
-    future: Future
+    future: Future | None
     path: Path
     out: Future | Slot | None = None
+
+
+class _Lookahead:
+    """Paths read ahead, `window` of them, and handed out for decoding grouped by the bucket their headers say
+    (FACERUN_PHOTO_LOOKAHEAD): the oldest path's bucket, then up to `size` - 1 more of it from the window, so a
+    bucket's batch fills from photos decoded together instead of waiting, held, for the folder to bring more. A path
+    enters `order` (the reorder buffer) in input order when it is read. `key_of(width, height)`: a photo's bucket
+    from its upright size (None: unknown, it goes alone)."""
+
+    READS = 8  # headers read a call at most: the window fills over a few dozen photos, not in one pause
+
+    def __init__(self, source: Iterator, key_of: Callable, window: int, size: int, order: deque):
+        self.source, self.key_of, self.window, self.size, self.order = source, key_of, window, size, order
+        self.waiting: list[tuple[object, _Entry]] = []  # (bucket, entry) read, not handed out, in input order
+        self.key, self.left = None, 0  # the bucket being handed out, and how many more of it
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def next(self, window: int | None = None) -> _Entry | None:
+        """The next path to decode (an _Entry already in `order`), or None: no path left. window: read ahead this
+        many at most now (the run's first photos: 1)."""
+        want = self.window if window is None else window
+        for _ in range(self.READS):
+            if len(self.waiting) >= want:
+                break
+            raw = next(self.source, None)
+            if raw is None:
+                break
+            entry = _Entry(None, Path(raw))
+            self.order.append(entry)
+            size = upright_size(entry.path)
+            self.waiting.append((self.key_of(*size) if size is not None else None, entry))
+        if not self.waiting:
+            return None
+        at = None
+        if self.left > 0 and self.key is not None:
+            at = next((i for i, (key, _) in enumerate(self.waiting) if key == self.key), None)
+        if at is None:
+            at, self.key, self.left = 0, self.waiting[0][0], self.size
+        self.left -= 1
+        return self.waiting.pop(at)[1]
 
 
 class _Batcher:
@@ -527,8 +569,12 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * photo_batch())
     through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
-    decoding: deque[_Entry] = deque()  # photos being decoded, not fed to the network yet, in input order
+    decoding: deque[_Entry] = deque()  # photos being decoded, not fed to the network yet, in the order asked
     order: deque[_Entry] = deque()  # every photo not handed on yet, in input order (the reorder buffer)
+    # photos asked for in input order, or grouped by bucket from their headers read ahead (_Lookahead)
+    window, key_of = settings.get("FACERUN_PHOTO_LOOKAHEAD"), detector.batch_key_of_size
+    lookahead = (_Lookahead(source, key_of, window, photo_batch(), order)
+                 if window and photo_batch() > 1 and key_of(640, 480) is not None else None)
     # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
     nicer = _decoders.DECODER_NICE > 0 and processes is None and detector.device == "cpu"
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
@@ -547,18 +593,29 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         # first compiles need (the first photo came soonest with 2: docs/bench/code-figures.md)
         limit = ahead if ran[0] else FIRST_AHEAD
         while len(decoding) < limit:
-            raw = next(source, None)
-            if raw is None:
-                return
-            entry = _Entry(decoders.submit(_decode, Path(raw), detector, stats, draft, **through), Path(raw))
+            if lookahead is not None:
+                entry = lookahead.next(None if ran[0] else 1)
+                if entry is None:
+                    return
+            else:
+                raw = next(source, None)
+                if raw is None:
+                    return
+                entry = _Entry(None, Path(raw))
+                order.append(entry)
+            entry.future = decoders.submit(_decode, entry.path, detector, stats, draft, **through)
             decoding.append(entry)
-            order.append(entry)
+
+    def fed() -> int:
+        """Photos handed to the network (or failed) and not handed on yet: `order` less those decoding or not
+        started."""
+        return len(order) - len(decoding) - (len(lookahead) if lookahead is not None else 0)
 
     def next_decoded() -> _Entry:
         """The photo to feed next: the oldest one decoded, not the oldest one (a slow decode would hold the decoded
         photos behind it, and with the window full the decoders would wait too); in input order on the CPU (its
         decodes are taken back) and once many fed photos wait on the oldest one (memory)."""
-        if nicer or not ran[0] or len(order) - len(decoding) > 4 * ahead:
+        if nicer or not ran[0] or fed() > 4 * ahead:
             return decoding[0]
         entry = next((e for e in decoding if e.future.done()), None)
         if entry is None:
@@ -619,7 +676,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
             # runs the next (else it waited on the first few of each batch)
             behind = posters + 1 + buckets.held + buckets.batch_slack
             while order and order[0].out is not None and (
-                    order[0].out.done() or len(order) - len(decoding) > behind or not decoding
+                    order[0].out.done() or fed() > behind or not decoding
                     or stats.first_photo_s is None):
                 busy.stop(phases.ON_POST)
                 done_photo = order.popleft().out.result()

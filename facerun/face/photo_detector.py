@@ -48,6 +48,11 @@ class PhotoDetector(ABC):
         by default."""
         return None
 
+    def batch_key_of_size(self, width: int, height: int):
+        """The batch_key a photo of this upright size will have, known from its header before it is decoded (a
+        library run may then decode photos of one key together), or None: not known. None by default."""
+        return None
+
     def submit_networks(self, prepared: list):
         """run_network on several prepared inputs of one batch_key: a function that waits for them and gives them
         back, outputs set, in order. One after another by default."""
