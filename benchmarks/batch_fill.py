@@ -19,18 +19,21 @@ import sys
 from pathlib import Path
 
 
-def buckets_of(paths: list[Path]) -> list[tuple[int, int]]:
-    from PIL import Image
-
+def buckets_of(paths: list[Path]) -> list[tuple[int, int] | None]:
+    """Each photo's bucket from its header (upright size, the detector's fit, padding to 32, rounding to the
+    bucket), None where the header cannot be read."""
     from facerun.face.detect import Detector, photo_bucket
+    from facerun.face.images import upright_size
     from facerun.face.yunet import padded_size
 
     detector, step = Detector("yunet-2023mar", device="cpu"), photo_bucket()
     keys = []
     for path in paths:
-        with Image.open(path) as image:
-            width, height = image.size
-        fit_w, fit_h = detector.fit_size(width, height) or (width, height)
+        size = upright_size(path)
+        if size is None:
+            keys.append(None)
+            continue
+        fit_w, fit_h = detector.fit_size(*size) or size
         rows, cols = padded_size(fit_h, fit_w)
         keys.append((-(-rows // step) * step, -(-cols // step) * step))
     return keys
@@ -70,11 +73,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from facerun.face.images import iter_images
 
-    paths = iter_images([args.folder])
-    if not paths:
+    if not args.folder.is_dir():
+        print(f"batch_fill: no folder {args.folder}", file=sys.stderr)
+        return 1
+    keys = [k for k in buckets_of(iter_images([args.folder])) if k is not None]  # unreadable files left out
+    if not keys:
         print(f"batch_fill: no photos in {args.folder}", file=sys.stderr)
         return 1
-    keys = buckets_of(paths)
     order = keys * args.repeat
     print(f"{len(order)} photos, {len(set(keys))} buckets, batches of at most {args.batch}: mean photos a batch")
     b = args.batch

@@ -195,8 +195,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_HELD", "count", None, "on the GPU, photos a library run holds while their buckets' "
             "batches fill, at most (then the fullest batch runs)", _count, "twice FACERUN_PHOTO_BATCH"),
     Setting("FACERUN_PHOTO_LOOKAHEAD", "count", None, "on the GPU, a library run reads this many photos' headers "
-            "ahead and decodes them grouped by bucket, so batches of one bucket fill (off unless set; 256 fills a "
-            "batch of 8 to 5.9 photos on the shared folder against 2.0)", _count, "off"),
+            "ahead and decodes them grouped by bucket, so batches of one bucket fill (off unless set)", _count, "off"),
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),

@@ -44,12 +44,11 @@ class Buckets:
     before is read back and handed to post-processing (`post(photo)` -> its future). Photos without a bucket run
     alone at once."""
 
-    def __init__(self, detector: PhotoDetector, stats, post: Callable, detect: Callable, size: int | None = None,
-                 most: int | None = None):
+    def __init__(self, detector: PhotoDetector, stats, post: Callable, detect: Callable, size: int | None = None):
         self.detector, self.stats, self.post, self.detect = detector, stats, post, detect
         self.size = photo_batch() if size is None else size
         # photos held while their groups fill, at most (a folder meets many buckets: more held, fuller batches)
-        self.most = most or settings.get("FACERUN_PHOTO_HELD") or 2 * self.size
+        self.most = settings.get("FACERUN_PHOTO_HELD") or 2 * self.size
         self.groups: dict[tuple, list] = {}  # bucket -> [(photo, slot)], in input order
         self.inflight: deque = deque()  # (finish, [(photo, slot)], seconds so far)
         self.batched = False  # a batch of photos was submitted

@@ -400,12 +400,12 @@ class _EmbedThread:
         """What the thread finished, in order; waiting for it past `limit` photos (or for all: `everything`)."""
         while self.handed and (self.handed[0].done() or everything or len(self.handed) > self.limit):
             future = self.handed.popleft()
-            if not future.done():
+            waited = not future.done()
+            if waited:
                 busy.stop(phases.ON_EMBED)
-                results = future.result()
+            results = future.result()
+            if waited:
                 busy.start()
-            else:
-                results = future.result()
             yield from phases.handed(results, busy)
 
     def finish(self, busy: phases.Busy) -> Iterator[PhotoFaces]:
@@ -573,7 +573,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     order: deque[_Entry] = deque()  # every photo not handed on yet, in input order (the reorder buffer)
     # photos asked for in input order, or grouped by bucket from their headers read ahead (_Lookahead)
     window, key_of = settings.get("FACERUN_PHOTO_LOOKAHEAD"), detector.batch_key_of_size
-    lookahead = (_Lookahead(source, key_of, window, photo_batch(), order)
+    lookahead = (_Lookahead(source, key_of, window, photo_batch(), order)  # a detector with buckets only
                  if window and photo_batch() > 1 and key_of(640, 480) is not None else None)
     # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
     nicer = _decoders.DECODER_NICE > 0 and processes is None and detector.device == "cpu"
