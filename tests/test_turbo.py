@@ -207,3 +207,14 @@ def test_without_simplejpeg_pillow_decodes(tmp_path, monkeypatch):
     monkeypatch.setattr(turbo, "_simplejpeg", lambda: None)  # as where the jpeg extra is not installed
     assert not turbo.available() and images._turbo(path) is None
     _same(want, images.load_photo(path, _fit(400)))
+
+
+def test_an_xmp_orientation_turns_the_photo_as_pillow_does(tmp_path, monkeypatch):
+    """No EXIF block, tiff:Orientation 6 in the XMP packet: Pillow's exif_transpose turns the photo, so must this."""
+    xmp = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+           b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="6"/></rdf:RDF></x:xmpmeta>')
+    path = _save(tmp_path / "xmp.jpg", _photo(300, 200), xmp=xmp)
+    assert turbo.exif_orientation(path.read_bytes()) == 6
+    want, got, _ = _both(monkeypatch, lambda: images.load_photo(path, _fit(400)))
+    _same(want, got)
+    assert got[0].shape[:2] == (300, 200)

@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..errors import ImageError, InputError
-from . import turbo
+from . import jpeg_header, turbo
 
 # what a folder walk lists: HEIC/HEIF too, so that a folder of them is reported (not read) rather than passed over
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".avif", ".heic", ".heif"})
@@ -99,6 +99,8 @@ def load_photo_shrunk(path: str | Path, fit: Callable[[int, int], tuple[int, int
 
 
 ORIENTATION = 0x0112  # the EXIF tag; values 5 to 8 store the photo turned by a quarter
+HEADER_BYTES = 8192  # a header's first read: most JPEGs' markers before the scan fit
+HEADER_MAX_BYTES = 1 << 20  # past this, Pillow reads the header
 
 
 def _draft(image: Image.Image, fit) -> list[tuple[int, int]]:
@@ -117,7 +119,12 @@ def _draft(image: Image.Image, fit) -> list[tuple[int, int]]:
 
 def upright_size(path) -> tuple[int, int] | None:
     """A photo's upright (width, height) from its header (EXIF orientation applied), or None where it cannot be read
-    (its decode says why)."""
+    (its decode says why). A JPEG's markers are read directly (jpeg_header), any other file or one the reader is
+    unsure of by Pillow."""
+    head = _jpeg_head(path)
+    if head is not None:
+        turned = head.orientation in (5, 6, 7, 8)
+        return (head.height, head.width) if turned else (head.width, head.height)
     try:
         with Image.open(path) as image:
             width, height = image.size
@@ -125,6 +132,23 @@ def upright_size(path) -> tuple[int, int] | None:
     except Exception:  # any unreadable file: the decode reports it
         return None
     return (height, width) if turned else (width, height)
+
+
+def _jpeg_head(path) -> jpeg_header.Header | None:
+    """A JPEG's header from the file's first bytes (more where its markers run longer), None where not read."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(HEADER_BYTES)
+            while True:
+                try:
+                    return jpeg_header.read(data)
+                except jpeg_header.Short:
+                    more = f.read(len(data))  # the markers run on (a large ICC profile or EXIF thumbnail)
+                    if not more or len(data) >= HEADER_MAX_BYTES:
+                        return None
+                    data += more
+    except OSError:
+        return None
 
 
 def _draft_size(width: int, height: int, turned: bool, fit) -> tuple[int, int] | None:

@@ -13,14 +13,13 @@ cannot parse, or a decode that fails. FACERUN_JPEG=pillow turns it off.
 
 from __future__ import annotations
 
-import struct
 from functools import cache
 
 import numpy as np
 
 from .. import settings
+from . import jpeg_header
 
-ORIENTATION = 0x0112  # the EXIF tag
 # the stored colour spaces whose conversion to RGB is libjpeg's own in both: CMYK and YCCK files Pillow turns into RGB
 # with its own formula, so they stay Pillow's
 DECODED_AS_PILLOW = frozenset({"YCbCr", "Gray", "RGB"})
@@ -106,47 +105,7 @@ def turned(orientation: int) -> bool:
 
 
 def exif_orientation(data: bytes) -> int | None:
-    """The orientation tag of the file's first EXIF block (the one Pillow reads), 1 where there is none, None where
-    the markers or the block are not what this reader understands (the caller leaves the file to Pillow)."""
-    at = 2
-    end = len(data)
-    while at + 4 <= end:
-        if data[at] != 0xFF:
-            return None
-        marker = data[at + 1]
-        if marker == 0xFF:  # fill byte
-            at += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
-            at += 2
-            continue
-        if marker in (0xDA, 0xD9):  # start of scan (or the end): no EXIF before it
-            return 1
-        (length,) = struct.unpack_from(">H", data, at + 2)
-        if length < 2 or at + 2 + length > end:
-            return None
-        if marker == 0xE1 and data[at + 4:at + 10] == b"Exif\x00\x00":
-            return _tiff_orientation(data[at + 10:at + 2 + length])
-        at += 2 + length
-    return None
-
-
-def _tiff_orientation(tiff: bytes) -> int | None:
-    if len(tiff) < 8:
-        return None
-    order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
-    if order is None or struct.unpack_from(order + "H", tiff, 2)[0] != 42:
-        return None
-    (ifd,) = struct.unpack_from(order + "I", tiff, 4)
-    if ifd + 2 > len(tiff):
-        return None
-    (count,) = struct.unpack_from(order + "H", tiff, ifd)
-    if ifd + 2 + 12 * count > len(tiff):
-        return None
-    for i in range(count):
-        tag, kind, n = struct.unpack_from(order + "HHI", tiff, ifd + 2 + 12 * i)
-        if tag == ORIENTATION:
-            if kind != 3 or n != 1:  # not one SHORT: leave its reading to Pillow
-                return None
-            return struct.unpack_from(order + "H", tiff, ifd + 2 + 12 * i + 8)[0]
-    return 1
+    """The orientation Pillow reads from the file (its first EXIF block's tag, else its XMP packet's), 1 where there
+    is none, None where the markers or the block are not what jpeg_header understands (the caller leaves the file to
+    Pillow)."""
+    return jpeg_header.orientation(data)
