@@ -199,6 +199,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),
+    Setting("FACERUN_PHOTO_PADDING", "`run`", "", "`run`: a batch program (FACERUN_PHOTO_ITEMS) runs every item, "
+            "its padding past the batch's photos too, instead of only the workgroups of the photos there", _word,
+            "skipped"),
     Setting("FACERUN_PHOTO_STAGING_MB", "MiB", 256.0, "on the GPU, device memory for photos a library run's decoding "
             "threads upload ahead of their batch (0: the thread feeding the GPU uploads each photo)", _mib),
     Setting("FACERUN_PHOTO_SELECT", "`off`", True, "`off`: a photo's detector heads come back from the GPU whole "

@@ -124,6 +124,29 @@ def test_a_short_batch_is_padded_and_each_item_masked_to_its_own_photo(detector,
     assert found > 0
 
 
+def test_a_short_batch_runs_only_its_photos_workgroups(detector, monkeypatch):
+    """Three photos in the bucket's program of 8 items: only the workgroups of the first three items are dispatched
+    (items.py), and every output is the same bits as with the padding run too (FACERUN_PHOTO_PADDING=run)."""
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "8")
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    prepared = [detector.prepare(c) for c in _crops(4, SAME_BUCKET[:3])]
+    skipped = detector.submit_networks(prepared)()
+    monkeypatch.setenv("FACERUN_PHOTO_PADDING", "run")
+    padded = detector.submit_networks(prepared)()
+    for a, b in zip(skipped, padded):
+        assert a.outputs.keys() == b.outputs.keys()
+        for k in a.outputs:
+            assert np.array_equal(a.outputs[k], b.outputs[k]), k
+    gb = detector.net.runner.photos.model.compile(detector.net.batch_program((8, 3, 384, 512)))
+    assert gb.items == 8 and gb.replay is not None
+
+    def workgroups(steps):
+        return sum(gx * gy for _, _, gx, gy in steps)
+
+    whole, three = workgroups(gb.replay.steps_for(None)), workgroups(gb.replay.steps_for(3))
+    assert 3 / 8 <= three / whole < 0.45, (three, whole)
+
+
 @pytest.mark.parametrize("items", ["off", "on"])
 def test_two_batches_in_flight(detector, monkeypatch, items):
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)

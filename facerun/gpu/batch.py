@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import counters, phases
+from .. import counters, phases, settings
 from ..errors import GpuError
 from . import device as D
 from . import kernels as K
 from . import pace, readback
 from .arena import GROWTH
+from .items import groups_for
 from .photo import ITEMS, PARAMS_COPIED, _buffers
 from .plan import flat_grid
 from .replay import copier, writer
@@ -390,6 +391,11 @@ class ItemsBatch:
             at += _up(rgb.nbytes)
         gx, gy, row = flat_grid(n * 3 * ph * pw, gp.dev.limits)
         params = K.IMAGES.params().pack(total=n * 3 * ph * pw, row=row, ph=ph, pw=pw, bgr=int(bgr))
+        # the items past the photos are padding: where the program allows, only the photos' workgroups run
+        # (items.py; their outputs are never read back)
+        count = None if settings.get("FACERUN_PHOTO_PADDING") == "run" or not gp.items else len(items)
+        if count is not None:  # the layout's thread i makes input value i: the items in order
+            gx, gy = groups_for((gx, gy), (1, gx * gy), n, count)
         params_at = _up(header.nbytes)
         sizes_at = params_at + ALIGN
         small_bytes = bytearray(sizes_at + sizes.nbytes)
@@ -431,7 +437,8 @@ class ItemsBatch:
                 for offset, _, staged in datas:
                     if staged is not None:
                         copy(staged.hand_over(), 0, bufs.image, offset, staged.nbytes)
-                gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy))
+                gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy),
+                               count=count)
                 for _, slot, offset, size, _ in copies:
                     if slot is not None:
                         copy(gp.buffers[slot], 0, staging, offset, size)

@@ -18,6 +18,7 @@ import numpy as np
 from .. import program as P
 from . import kernels as K
 from .fusion import Fusion, fusions, prologues, separable_pairs
+from .items import item_count
 from .memory import (
     SlotPlanner,
     channel_slopes,
@@ -49,6 +50,8 @@ from .plan import (
 )
 
 NEG_INF_BITS = 0xFF800000  # the pool kernel's empty-window value (-inf cannot be a WGSL constant)
+# one-thread-per-value kernels whose thread i makes output value i (row-major): a batch's items in order
+_BY_OUTPUT_VALUE = (K.UNARY, K.BINARY, K.COPY, K.POOL, K.RESIZE, K.LINEAR_RESIZE, K.PAD)
 
 ConstStore = Callable[[str, np.ndarray], object]
 
@@ -65,6 +68,8 @@ class Dispatch:
     # a convolution's output writer: (rows, columns) its mask fields cover, and a batch item's output elements
     mask: tuple[int, int, int] | None = None
     also: tuple[str, ...] = ()  # the nodes of steps folded into this dispatch that do work of their own (a depthwise)
+    # a batch program's dispatch whose workgroups take the items in order: (inner, units), items.py
+    per_item: tuple[int, int] | None = None
 
 
 @dataclass
@@ -78,6 +83,7 @@ class Lowered:
     staging_bytes: int
     kernels: dict[str, int] = field(default_factory=dict)  # kernel source -> dispatches (for descriptions)
     conv_plans: list[tuple[str, str]] = field(default_factory=list)  # (node, plan in words)
+    items: int = 0  # a batch program's items where a batch of fewer may dispatch less (items.py), else 0
 
 
 def conv_shape(prog: P.Program, st: P.Conv) -> ConvShape:
@@ -113,6 +119,7 @@ class _Lowering:
         self.slot_of: dict[int, int] = {}  # storage -> slot
         self.out = Lowered([], self.slots, [], [], 16)
         self.node = ""
+        self.items = self.out.items = item_count(prog)  # N where a batch of fewer may dispatch less (items.py)
         self.fused = fusions(prog)
         # batch norms folded into the Winograd input transform of the convolution after them: norm id -> that conv
         self.prologue: dict[int, P.Conv] = {}
@@ -218,11 +225,13 @@ class _Lowering:
         return self._derived(role, sources, extra, lambda: np.asarray(make()))
 
     def _add(self, kernel: K.Kernel, values: dict, reads: list, out, groups, plan=None, mask=None,
-             also: tuple[str, ...] = ()) -> None:
+             also: tuple[str, ...] = (), per_item: tuple[int, int] | None = None) -> None:
         """mask: (oh, ow, position stride, channels) of a convolution's output that this dispatch writes through
         `finish`: its mask fields describe that layout, so a run may mask the output past a photo's rows and columns
         (each batch item's own, masking.item_params). also: the
-        nodes of other steps whose work this dispatch does (Dispatch.also)."""
+        nodes of other steps whose work this dispatch does (Dispatch.also). per_item: (inner, units) where the
+        dispatch's workgroups take a batch program's items in order (items.py; kept only where the program keeps its
+        items apart)."""
         if mask is not None:
             oh, ow, stride, channels = mask
             values = dict(values, mask_p=stride, mask_ohw=oh * ow, mask_ow=ow)
@@ -230,14 +239,16 @@ class _Lowering:
         params = kernel.layout.pack_dict(values)
         reads = list(reads) + [None] * (len(K.READ_BINDINGS) - len(reads))
         self.out.dispatches.append(Dispatch(kernel, params, reads, out, (groups[0], groups[1]), self.node, plan,
-                                            mask, also))
+                                            mask, also, per_item if self.items else None))
         kernels = self.out.kernels
         kernels[kernel.stem] = kernels.get(kernel.stem, 0) + 1
 
     def _flat(self, kernel: K.Kernel, count: int, values: dict, reads: list, out) -> None:
         """A one-thread-per-value kernel over `count` values."""
         gx, gy, row = flat_grid(count, self.limits)
-        self._add(kernel, dict(values, row=row), reads, out, (gx, gy))
+        # a thread per output value in order: a batch's items in order where that is the step's output
+        per_item = (1, gx * gy) if kernel in _BY_OUTPUT_VALUE else None
+        self._add(kernel, dict(values, row=row), reads, out, (gx, gy), per_item=per_item)
 
     # ---- steps
     def _elementwise(self, st: P.Unary | P.Affine, out) -> None:
@@ -464,7 +475,7 @@ class _Lowering:
         self.out.conv_plans.append((dw.node, f"in {pw.node}'s pass"))
         self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan,
                   (s.oh, s.ow, layout["out_p"], s.cout),
-                  also=(dw.node,))
+                  also=(dw.node,), per_item=(plan.tiles * plan.blocks, s.batch))
 
     def _epilogue(self, bias, act, cout: int):
         """The buffer of a convolution's bias and PReLU slopes."""
@@ -535,7 +546,8 @@ class _Lowering:
             p = common
             p.update(layout, oh=oh, splits=1, quads=plan.threads if plan.kernel == "depthwise" else 0)
             reads = [x_ref, self._const_of("conv weights", (source,), (), lambda: weight), epi_buf, res_ref]
-            self._add(kernel, p, reads, out, plan.grid[:2], plan, mask)
+            gx, gy = plan.grid[:2]  # a thread per output value (or four of a row), the batch item slowest
+            self._add(kernel, p, reads, out, (gx, gy), plan, mask, per_item=(1, gx * gy))
             return
         if wbuf is None:
             wbuf = self._const_of("packed conv weights", (source,), (s.groups, plan.kpad, plan.mpad),
@@ -548,7 +560,10 @@ class _Lowering:
                                                           lambda: im2col_taps(s))
         if not plan.partial:
             p.update(layout)
-            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner, mask)
+            # output-channel tiles fastest, then column tiles over batch x positions: the items in order
+            per_item = (plan.tiles_m, plan.tiles_n) if final and plan.splits == 1 and s.groups == 1 else None
+            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner, mask,
+                      per_item=per_item)
             return
         # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
         scratch = self.slots.take(plan.splits * total * 4)

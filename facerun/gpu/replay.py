@@ -25,6 +25,7 @@ import logging
 import numpy as np
 
 from .. import settings
+from .items import groups_for
 
 log = logging.getLogger("facerun.gpu")
 
@@ -213,10 +214,15 @@ class Replay:
     """One program's run as a list, resolved once. steps: (pipeline, bind group, x groups, y groups), the pipeline
     None where the step before bound the same one; copies: (output buffer, staging offset, bytes); slices: (name,
     first float, count, shape) of each output in the read-back data; consts: outputs the compiler folded.
-    `native`: a Native (steps and copies hold wgpu-native handles) or None (they hold wgpu-py objects)."""
+    `native`: a Native (steps and copies hold wgpu-native handles) or None (they hold wgpu-py objects). items: a
+    batch program's items where fewer may be run (items.py), with `per_item` each step's (inner, units) or None."""
 
-    def __init__(self, recorded: list, outputs: list, values, buffers, native: Native | None):
+    def __init__(self, recorded: list, outputs: list, values, buffers, native: Native | None, items: int = 0,
+                 per_item: list | None = None):
         self.native = native
+        self.items = items
+        self.per_item = per_item or [None] * len(recorded)
+        self._fewer: dict[int, list] = {}  # items run -> the steps with their grids
         self.steps = []
         last = None
         for pipe, group, (gx, gy), _ in recorded:
@@ -237,10 +243,23 @@ class Replay:
             self.slices.append((name, offset // 4, v.size, tuple(v.shape)))
         self.keep = (recorded, [buffers[slot] for _, _, slot, _ in outputs if slot is not None])  # alive
 
-    def encode(self, enc, first=None, repeat: int = 1) -> None:
+    def steps_for(self, count: int | None) -> list:
+        """The steps of a run of the first `count` items (all of them: None), each dispatch's grid cut to them."""
+        if count is None or not self.items or count >= self.items:
+            return self.steps
+        steps = self._fewer.get(count)
+        if steps is None:
+            steps = self._fewer[count] = [
+                (pipe, group, *groups_for((gx, gy), per_item, self.items, count))
+                for (pipe, group, gx, gy), per_item in zip(self.steps, self.per_item)]
+        return steps
+
+    def encode(self, enc, first=None, repeat: int = 1, count: int | None = None) -> None:
         """One compute pass over the steps into the command encoder `enc` (`repeat` times over, for timing);
-        `first`: (pipeline, bind group, x groups, y groups) of wgpu-py objects to dispatch before them."""
+        `first`: (pipeline, bind group, x groups, y groups) of wgpu-py objects to dispatch before them. count: a
+        batch program's items that are there (the rest padding, not run where the program allows: items.py)."""
         n = self.native
+        steps = self.steps_for(count)
         if n is None:
             cp = enc.begin_compute_pass(label="facerun")
             if first is not None:
@@ -248,14 +267,14 @@ class Replay:
                 cp.set_bind_group(0, first[1])
                 cp.dispatch_workgroups(first[2], first[3], 1)
             for _ in range(repeat):
-                for pipe, group, gx, gy in self.steps:  # the first step always names its pipeline
+                for pipe, group, gx, gy in steps:  # the first step always names its pipeline
                     if pipe is not None:
                         cp.set_pipeline(pipe)
                     cp.set_bind_group(0, group)
                     cp.dispatch_workgroups(gx, gy, 1)
             cp.end()
             return
-        n.compute_pass(enc, self.steps, first, repeat)
+        n.compute_pass(enc, steps, first, repeat)
 
     def copy_outputs(self, enc, staging, at: int) -> None:
         """The outputs copied into `staging` from byte `at` on."""

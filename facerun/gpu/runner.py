@@ -55,6 +55,7 @@ class GpuProgram:
         self.lock = self.arena.lock
         low = lower(prog, dev.limits, weights.consts(dev), force, half, separable)
         self.dispatches = low.dispatches
+        self.items = low.items  # a batch program whose batches of fewer items dispatch less (items.py), else 0
         self.slots = low.slots
         self.kernels = low.kernels
         self.conv_plans = low.conv_plans
@@ -92,7 +93,8 @@ class GpuProgram:
         for i, (d, pipe, transient) in enumerate(zip(self.dispatches, self.pipes, self._transient)):
             self.recorded.append((pipe, None if transient else self._shared_group(i, d), d.groups, i))
         self.replay = (None if any(self._transient) else
-                       Replay(self.recorded, self.outputs, self.prog.values, self.buffers, self.native))
+                       Replay(self.recorded, self.outputs, self.prog.values, self.buffers, self.native,
+                              self.items, [d.per_item for d in self.dispatches]))
 
     @property
     def raw(self) -> bool:
@@ -180,11 +182,12 @@ class GpuProgram:
             cp.set_bind_group(0, bg)
             cp.dispatch_workgroups(gx, gy, 1)
 
-    def encode_pass(self, enc, repeat: int = 1, first=None) -> None:
+    def encode_pass(self, enc, repeat: int = 1, first=None, count: int | None = None) -> None:
         """One compute pass over the dispatches (`repeat` times over, for timing); `first`: (pipeline, bind group,
-        workgroups) of a dispatch to run before them (a photo's layout, run_image)."""
+        workgroups) of a dispatch to run before them (a photo's layout, run_image). count: a batch program's items
+        that are there, where the rest need not run (items.py; the replay list only)."""
         if self.replay is not None:
-            self.replay.encode(enc, first, repeat)
+            self.replay.encode(enc, first, repeat, count)
             return
         cp = enc.begin_compute_pass(label="facerun")
         if first is not None:
