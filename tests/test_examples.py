@@ -299,3 +299,14 @@ def test_batch_fill_counts_photos_a_batch_from_the_headers(data_dir, tmp_path):
     held = dict(part.split(": ") for part in lines[1].split(": ", 1)[1].strip().split("  "))
     window = dict(part.split(": ") for part in lines[2].split(": ", 1)[1].strip().split("  "))
     assert float(held["8"]) == float(window["64"]) == 4.0  # room for both groups: full batches
+
+
+def test_short_batches_times_a_batch_program_with_and_without_its_padding(data_dir, gpu):
+    photo = data_dir / "faces" / "group" / "deepface_couple.jpg"
+    done = run_benchmark("short_batches.py", photo, "--side", "160", "--items", "3", "--rounds", "1", "--repeat", "1",
+                         timeout=600, software_gpu=True)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("YuNet, bucket ") and "a program of 3 items" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["2", "3"]
+    assert all(r[-1] == "True" for r in rows), done.stdout  # the same faces with the padding skipped

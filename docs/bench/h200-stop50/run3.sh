@@ -19,3 +19,5 @@ FACERUN_PHOTO_LOOKAHEAD=256 FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_PADDING=run row
 FACERUN_PHOTO_ITEMS=on row $N new-items photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_LOOKAHEAD=512 FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_BATCH=16 row $N new-look512-items16 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_LOOKAHEAD=256 FACERUN_EMBED_THREAD=off row $E look256-noembedthread photos /tmp/p20 --paths gpu --embedder MobileFaceNet
+PHOTO=$(ls .device/photos/wider/images/*/*.jpg | head -1)
+PYTHONPATH=/tmp/site:$N FACERUN_CACHE=/tmp/cache-new python3 -P benchmarks/short_batches.py $PHOTO --side 1280 --items 8 --rounds 7 --repeat 5
