@@ -77,6 +77,26 @@ def test_a_submitted_batch_gives_embeds_vectors(real_crops, on_gpu):
     assert (on_cpu.embed(crops) * got).sum(axis=1).min() > 0.9999
 
 
+def test_a_real_gpu_embedder_embeds_on_a_thread_of_its_own(on_gpu, monkeypatch):
+    """A net on the GPU names its adapter as its device (not "gpu"): the library run must still see it on the GPU
+    and embed on the embedding thread (a real run of two photos: the thread made, its clock apart)."""
+    from facerun.face.detect import Detector
+    from facerun.face.embed import Embedder
+    from facerun.face.library import embed_thread, iter_photo_faces
+
+    assert on_gpu.device != "gpu" and embed_thread(on_gpu)
+    assert not embed_thread(Embedder(str(MOBILEFACENET), device="cpu"))
+    monkeypatch.setenv("FACERUN_EMBED_THREAD", "off")
+    assert not embed_thread(on_gpu)
+    monkeypatch.delenv("FACERUN_EMBED_THREAD")
+    paths = sorted((FACES / "group").glob("*.jpg"))[:2]
+    stats = LibraryStats()
+    results = list(iter_photo_faces(paths, Detector(str(YUNET), device="cpu"), on_gpu, batch=4, workers=2,
+                                    stats=stats))
+    assert stats.embed_thread and sum(len(r.faces) for r in results) > 0
+    assert all(r.embeddings is not None and len(r.embeddings) == len(r.faces) for r in results)
+
+
 def test_faces_laid_out_on_the_device_are_the_hosts_within_a_level(real_cuts, on_gpu):
     layout = on_gpu.face_layout
     gp = on_gpu.net.gpu.model.compile(on_gpu.net.program((16, 3, 112, 112)))  # compiled only: its input is made
