@@ -77,13 +77,15 @@ def test_a_submitted_batch_gives_embeds_vectors(real_crops, on_gpu):
     assert (on_cpu.embed(crops) * got).sum(axis=1).min() > 0.9999
 
 
-def test_a_real_gpu_embedder_embeds_on_a_thread_of_its_own(on_gpu, monkeypatch):
+def test_a_real_gpu_embedder_embeds_on_a_thread_of_its_own(gpu, monkeypatch):
     """A net on the GPU names its adapter as its device (not "gpu"): the library run must still see it on the GPU
-    and embed on the embedding thread (a real run of two photos: the thread made, its clock apart)."""
+    and embed on the embedding thread (a real run of two photos). Its own embedder: the module's has its faces'
+    check still to run (tested below)."""
     from facerun.face.detect import Detector
     from facerun.face.embed import Embedder
     from facerun.face.library import embed_thread, iter_photo_faces
 
+    on_gpu = Embedder(str(MOBILEFACENET), device="gpu")
     assert on_gpu.device != "gpu" and embed_thread(on_gpu)
     assert not embed_thread(Embedder(str(MOBILEFACENET), device="cpu"))
     monkeypatch.setenv("FACERUN_EMBED_THREAD", "off")

@@ -539,6 +539,20 @@ def test_the_lookahead_hands_out_paths_grouped_by_bucket_in_a_window(tmp_path):
                      "p06.jpg"]
     first = _Lookahead(iter(paths), lambda w, h: (w, h), window=6, size=2, order=deque())
     assert [first.next(1).path for _ in range(3)] == paths[:3]  # a window of one: input order
+    # the headers read elsewhere (the decoding threads' pool): the same grouping once they are read; a header not
+    # read yet is not grouped, and the oldest path's is read here rather than waited for
+    from concurrent.futures import Future
+
+    def read_now(fn, path):
+        done = Future()
+        done.set_result(fn(path))
+        return done
+
+    pooled = _Lookahead(iter(paths), lambda w, h: (w, h), window=6, size=2, order=deque(), submit=read_now)
+    assert [pooled.next().path.name for _ in range(len(paths))] == names
+    never = _Lookahead(iter(paths), lambda w, h: (w, h), window=6, size=2, order=deque(),
+                       submit=lambda fn, path: Future())
+    assert [never.next().path for _ in range(len(paths))] == paths  # nothing read elsewhere: input order
 
 
 def test_a_photos_upright_size_comes_from_its_header(tmp_path):

@@ -272,17 +272,26 @@ class _Lookahead:
     (FACERUN_PHOTO_LOOKAHEAD): the oldest path's bucket, then up to `size` - 1 more of it from the window, so a
     bucket's batch fills from photos decoded together instead of waiting, held, for the folder to bring more. A path
     enters `order` (the reorder buffer) in input order when it is read. `key_of(width, height)`: a photo's bucket
-    from its upright size (None: unknown, it goes alone)."""
+    from its upright size (None: unknown, it goes alone). `submit(fn, path)`: where the headers are read (the
+    decoding threads' pool: a header read on the feeding thread waits for the interpreter lock at its every file
+    call, with a dozen threads wanting it); None: here, at once."""
 
-    READS = 8  # headers read a call at most: the window fills over a few dozen photos, not in one pause
+    READS = 8  # paths read a call at most: the window fills over a few dozen photos, not in one pause
 
-    def __init__(self, source: Iterator, key_of: Callable, window: int, size: int, order: deque):
+    def __init__(self, source: Iterator, key_of: Callable, window: int, size: int, order: deque,
+                 submit: Callable | None = None):
         self.source, self.key_of, self.window, self.size, self.order = source, key_of, window, size, order
-        self.waiting: list[tuple[object, _Entry]] = []  # (bucket, entry) read, not handed out, in input order
+        self.submit = submit
+        # [bucket, or the Future reading it; entry] read, not handed out, in input order
+        self.waiting: list[list] = []
         self.key, self.left = None, 0  # the bucket being handed out, and how many more of it
 
     def __len__(self) -> int:
         return len(self.waiting)
+
+    def _key_of_path(self, path: Path):
+        size = upright_size(path)
+        return self.key_of(*size) if size is not None else None
 
     def next(self, window: int | None = None) -> _Entry | None:
         """The next path to decode (an _Entry already in `order`), or None: no path left. window: read ahead this
@@ -296,15 +305,27 @@ class _Lookahead:
                 break
             entry = _Entry(None, Path(raw))
             self.order.append(entry)
-            size = upright_size(entry.path)
-            self.waiting.append((self.key_of(*size) if size is not None else None, entry))
+            key = self._key_of_path(entry.path) if self.submit is None else self.submit(self._key_of_path, entry.path)
+            self.waiting.append([key, entry])
         if not self.waiting:
             return None
         at = None
         if self.left > 0 and self.key is not None:
-            at = next((i for i, (key, _) in enumerate(self.waiting) if key == self.key), None)
+            for i, item in enumerate(self.waiting):
+                key = item[0]
+                if isinstance(key, Future):
+                    if not key.done():  # the newest headers, still being read: not grouped yet
+                        break
+                    key = item[0] = key.result()
+                if key == self.key:
+                    at = i
+                    break
         if at is None:
-            at, self.key, self.left = 0, self.waiting[0][0], self.size
+            oldest = self.waiting[0]
+            if isinstance(oldest[0], Future):  # read long ago, but for the run's first photos: then read it here
+                # (not waited for: behind decodes that may wait on this thread for shared slots)
+                oldest[0] = oldest[0].result() if oldest[0].done() else self._key_of_path(oldest[1].path)
+            at, self.key, self.left = 0, oldest[0], self.size
         self.left -= 1
         return self.waiting.pop(at)[1]
 
@@ -573,13 +594,13 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     decoding: deque[_Entry] = deque()  # photos being decoded, not fed to the network yet, in the order asked
     order: deque[_Entry] = deque()  # every photo not handed on yet, in input order (the reorder buffer)
     # photos asked for in input order, or grouped by bucket from their headers read ahead (_Lookahead)
-    window, key_of = settings.get("FACERUN_PHOTO_LOOKAHEAD"), detector.batch_key_of_size
-    lookahead = (_Lookahead(source, key_of, window, photo_batch(), order)  # a detector with buckets only
-                 if window and photo_batch() > 1 and key_of(640, 480) is not None else None)
     # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
     nicer = _decoders.DECODER_NICE > 0 and processes is None and detector.device == "cpu"
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
                                   initializer=_decoders.nicer_thread if nicer else None)
+    window, key_of = settings.get("FACERUN_PHOTO_LOOKAHEAD"), detector.batch_key_of_size
+    lookahead = (_Lookahead(source, key_of, window, photo_batch(), order, decoders.submit)  # buckets only
+                 if window and photo_batch() > 1 and key_of(640, 480) is not None else None)
     # NMS and alignment (a few ms a photo of many faces) on threads of their own: numpy lets go of the GIL there
     posters = post_threads(workers)
     stats.post_threads = posters
