@@ -401,6 +401,23 @@ def test_the_photo_paths_run_yunet_from_photos_bytes(gpu):
     assert other["median_ms"] is None and "YuNet" in other["note"]
 
 
+def test_the_photo_batch_row_runs_batch_programs_as_a_library_run_does(gpu, monkeypatch):
+    """gpu-photo-batch loads the model as a library run does (its photo layout), so with FACERUN_PHOTO_ITEMS=on its
+    photos run in the bucket's batch program (one pass), judged against the CPU as before."""
+    from facerun import counters
+
+    yunet = MODELS / "face_detection_yunet_2023mar.onnx"
+    if not yunet.exists():
+        pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    before = counters.snapshot().get("gpu_photo_item_batches", 0)
+    data, _ = bench_json(str(yunet), "--sizes", "128x128", "--paths", "gpu-photo-batch", "--batch", "3",
+                         "--repeat", "2")
+    row = next(r for r in data["rows"] if r["path"] == "gpu-photo-batch")
+    assert row["ok"] is True and row["max_abs_vs_cpu"] < 1e-3, row
+    assert counters.snapshot().get("gpu_photo_item_batches", 0) > before
+
+
 # ------------------------------------------------------------------------------------- rows read one way only
 
 

@@ -351,6 +351,25 @@ class _Case:
             return [(out, self.reference(0))]
         return [(_items(out, self.names, batch, i), self.reference(i)) for i in (0, batch - 1)]
 
+    def photo_net(self):
+        """The model loaded again as a library run loads it (its detector family's photo layout: photos in masked
+        bucket programs, in batch programs where FACERUN_PHOTO_ITEMS is on), heads read back whole (no rows chosen:
+        the row's outputs are checked against the CPU's), once; for gpu-photo-batch."""
+        if not hasattr(self, "_photo_net"):
+            from ..face.detect import photo_bucket
+            from ..face.families import family_of
+            from ..net import load
+            from ..runner import Workload
+
+            try:
+                layout = family_of(self.net.card.path).photo_layout(photo_bucket())
+                self._photo_net = load(self.net.card, device="auto", workload=Workload(photo=layout))
+            except FacerunError as e:
+                self._photo_net = Skip(f"no photo layout: {e}")
+        if isinstance(self._photo_net, Skip):
+            raise self._photo_net
+        return self._photo_net
+
     def half_net(self):
         """The model loaded again with its GPU at --precision f16 (for the -f16 paths), once."""
         if not hasattr(self, "_half"):

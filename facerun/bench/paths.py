@@ -80,16 +80,17 @@ def _gpu_photo(case, net):
 
 
 def _gpu_photo_batch(case, net):
-    from ..face.yunet import make_blob
-
+    # the model as a library run loads it, so a batch runs in the bucket's batch program where FACERUN_PHOTO_ITEMS
+    # is on (the bench's own net has no photo layout: each photo its own pass)
+    photo_net = case.photo_net()
     photos, shape = case.photos(), case.x.shape
     shapes = [shape] * len(photos)
-    net.run_photo(photos[0], shape, make_blob)  # the first photo checks the device's layout; batches come after
+    photo_net.run_photo(photos[0], shape)  # the first photo checks the device's layout; batches come after
 
     def run():
-        return net.submit_photos(photos, shapes, shape, make_blob)()
+        return photo_net.submit_photos(photos, shapes, shape)()
 
-    return run, net.program(shape)
+    return run, photo_net.program(shape)
 
 
 def _gpu_per_conv(case, net):
