@@ -44,7 +44,8 @@ def detect(args) -> list[tuple[str, float, str]]:
             rows.append((f"facerun {device}", float("nan"), str(e)))
             continue
         faces = det.detect(rgb)
-        rows.append((f"facerun {device}", median_ms(lambda: det.detect(rgb), args.repeat), f"{len(faces)} faces, {det.device}"))
+        ms = median_ms(lambda det=det: det.detect(rgb), args.repeat)
+        rows.append((f"facerun {device}", ms, f"{len(faces)} faces, {det.device}"))
     try:
         import cv2
 
