@@ -1,7 +1,7 @@
 """A JPEG's stored size and EXIF orientation, read from its markers alone: no decoder, no Pillow image.
 
-A library run reads every photo's header ahead of its decode (to group photos of one network size), on the thread
-that feeds the GPU; Pillow's open and EXIF parse cost several times what walking the few markers before the scan
+A library run reading ahead (FACERUN_PHOTO_LOOKAHEAD) reads every photo's header before its decode, to group photos
+of one network size; Pillow's open and EXIF parse cost several times what walking the few markers before the scan
 does. The orientation is the one Pillow's `getexif` gives: the first EXIF block's tag, else an XMP packet's
 `tiff:Orientation`; where the markers or a block are not what this reader understands, it says so (None) and the
 caller asks Pillow.
