@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from facerun.errors import ImageError
-from facerun.face import images, turbo
+from facerun.face import images, jpeg_header, turbo
 from facerun.face.yunet import shrunk_size
 
 pytest.importorskip("simplejpeg", reason="simplejpeg is not installed (pip install 'facerun[jpeg]')")
@@ -143,7 +143,7 @@ def test_files_it_is_unsure_of_are_left_to_pillow(tmp_path, monkeypatch):
     at = data.index(b"Exif\x00\x00") + 6
     data[at:at + 2] = b"XX"  # no byte order
     broken.write_bytes(bytes(data))
-    assert turbo.exif_orientation(bytes(data)) is None
+    assert jpeg_header.orientation(bytes(data)) is None
     for path in (cmyk, png, broken):
         assert images._turbo(path) is None
         monkeypatch.setenv("FACERUN_JPEG", "pillow")
@@ -184,13 +184,13 @@ def test_the_exif_reader_finds_the_orientation_in_either_byte_order(tmp_path):
         tiff = mark + struct.pack(order + "HI", 42, 8) + ifd
         path = tmp_path / f"turned-{mark.decode()}.jpg"
         Image.fromarray(_photo(300, 200)).save(path, quality=90, exif=b"Exif\x00\x00" + tiff)
-        assert turbo.exif_orientation(path.read_bytes()) == 8
+        assert jpeg_header.orientation(path.read_bytes()) == 8
         with Image.open(path) as image:
             assert image.getexif().get(0x0112) == 8
         pixels, size = images._turbo(path)
         assert size == (200, 300) and pixels.shape == (300, 200, 4)
-    assert turbo.exif_orientation(b"\xff\xd8\xff\xda\x00\x02") == 1  # no EXIF at all
-    assert turbo.exif_orientation(b"\xff\xd8\xff\xe1\x00\x40Exif") is None  # a block longer than the file
+    assert jpeg_header.orientation(b"\xff\xd8\xff\xda\x00\x02") == 1  # no EXIF at all
+    assert jpeg_header.orientation(b"\xff\xd8\xff\xe1\x00\x40Exif") is None  # a block longer than the file
 
 
 def test_pillow_only_when_asked(tmp_path, monkeypatch):
@@ -214,7 +214,7 @@ def test_an_xmp_orientation_turns_the_photo_as_pillow_does(tmp_path, monkeypatch
     xmp = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
            b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="6"/></rdf:RDF></x:xmpmeta>')
     path = _save(tmp_path / "xmp.jpg", _photo(300, 200), xmp=xmp)
-    assert turbo.exif_orientation(path.read_bytes()) == 6
+    assert jpeg_header.orientation(path.read_bytes()) == 6
     want, got, _ = _both(monkeypatch, lambda: images.load_photo(path, _fit(400)))
     _same(want, got)
     assert got[0].shape[:2] == (300, 200)

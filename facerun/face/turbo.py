@@ -50,7 +50,7 @@ def header(data: bytes) -> tuple[int, int, int] | None:
     decoder = _decoder()
     if decoder is None or data[:3] != b"\xff\xd8\xff":
         return None
-    orientation = exif_orientation(data)
+    orientation = jpeg_header.orientation(data)
     if orientation is None:
         return None
     try:
@@ -102,10 +102,3 @@ def upright(pixels: np.ndarray, orientation: int) -> np.ndarray:
 def turned(orientation: int) -> bool:
     """Whether the orientation swaps width and height."""
     return orientation in (5, 6, 7, 8)
-
-
-def exif_orientation(data: bytes) -> int | None:
-    """The orientation Pillow reads from the file (its first EXIF block's tag, else its XMP packet's), 1 where there
-    is none, None where the markers or the block are not what jpeg_header understands (the caller leaves the file to
-    Pillow)."""
-    return jpeg_header.orientation(data)
