@@ -185,9 +185,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_GPU_ALIGN", "`off`", True, "`off`: a library run on the GPU aligns the faces it embeds on the "
             "host and uploads the embedder's input, instead of uploading each face's part of its photo and "
             "aligning it on the device", _gpu_on, "on"),
-    Setting("FACERUN_EMBED_THREAD", "`off`", True, "`off`: a library run's thread feeding the GPU also embeds the "
-            "faces, instead of a thread of its own doing it beside the detector (where the embedder runs on the "
-            "GPU)", _gpu_on, "on"),
+    Setting("FACERUN_EMBED_THREAD", "`on`", False, "`on`: a library run embeds the faces on a thread of its own "
+            "beside the detector (where the embedder runs on the GPU), instead of on the thread feeding the GPU",
+            _on, "off"),
     Setting("FACERUN_POST_THREADS", "count", None, "threads of a library run that post-process the detector's "
             "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "

@@ -86,11 +86,10 @@ def test_a_real_gpu_embedder_embeds_on_a_thread_of_its_own(gpu, monkeypatch):
     from facerun.face.library import embed_thread, iter_photo_faces
 
     on_gpu = Embedder(str(MOBILEFACENET), device="gpu")
+    assert not embed_thread(on_gpu)  # off unless asked for
+    monkeypatch.setenv("FACERUN_EMBED_THREAD", "on")
     assert on_gpu.device != "gpu" and embed_thread(on_gpu)
     assert not embed_thread(Embedder(str(MOBILEFACENET), device="cpu"))
-    monkeypatch.setenv("FACERUN_EMBED_THREAD", "off")
-    assert not embed_thread(on_gpu)
-    monkeypatch.delenv("FACERUN_EMBED_THREAD")
     paths = sorted((FACES / "group").glob("*.jpg"))[:2]
     stats = LibraryStats()
     results = list(iter_photo_faces(paths, Detector(str(YUNET), device="cpu"), on_gpu, batch=4, workers=2,

@@ -460,7 +460,7 @@ class _ThreadNoting:
 
 
 def test_a_gpu_embedder_embeds_on_a_thread_of_its_own(yunet_cpu, monkeypatch):
-    """The faces go to a thread of their own (FACERUN_EMBED_THREAD, on for a GPU embedder): the same results in the
+    """The faces go to a thread of their own (FACERUN_EMBED_THREAD=on, for a GPU embedder): the same results in the
     same order as the feeding thread embedding them, its batches submitted from that thread, the feeding thread's
     clock without them."""
     paths = [FACES / p for p in SMALL_PHOTOS] * 2

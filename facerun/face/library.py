@@ -398,8 +398,9 @@ class _Batcher:
 
 
 def embed_thread(embedder) -> bool:
-    """Whether a pipelined run embeds on a thread of its own: FACERUN_EMBED_THREAD, on where the embedder runs on
-    the GPU (on the CPU its interpreter would take the cores the detector's needs)."""
+    """Whether a pipelined run embeds on a thread of its own: FACERUN_EMBED_THREAD=on, where the embedder runs on
+    the GPU (on the CPU its interpreter would take the cores the detector's needs). Off by default: in one process
+    the two threads share the interpreter lock, and the whole job measured no faster with it (docs/benchmarks.md)."""
     # a net's device is its adapter's name on the GPU ("cpu" on the CPU)
     return (embedder is not None and bool(settings.get("FACERUN_EMBED_THREAD"))
             and getattr(embedder, "device", "cpu") != "cpu")

@@ -1,6 +1,6 @@
 # Stop 50's third call: the embedding thread really on (a GPU net names its adapter as its device), the lookahead's
 # headers read on the decoding threads, gpu-photo-batch in batch programs. Trees: .device/cur = 3e44c6b (stop 48 as
-# landed), .device/new2 = b20b180 (this stop). The deciding rows first (the device time left was short), issue 37's
+# landed), .device/new2 = f17d57f (stop 50 as landed). The deciding rows first (the device time left was short), issue 37's
 # photo rows, a second round, the floor.
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
