@@ -418,6 +418,26 @@ def test_the_photo_batch_row_runs_batch_programs_as_a_library_run_does(gpu, monk
     assert counters.snapshot().get("gpu_photo_item_batches", 0) > before
 
 
+def test_the_staged_photo_batch_row_uploads_through_the_staging_pool(gpu, monkeypatch):
+    """gpu-photo-staged-batch copies its photos into mapped upload buffers on other threads first (as a library run's
+    decoding threads do), and its batch program's outputs are still the CPU's."""
+    from facerun import counters
+
+    yunet = MODELS / "face_detection_yunet_2023mar.onnx"
+    if not yunet.exists():
+        pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
+    monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
+    before = counters.snapshot()
+    data, _ = bench_json(str(yunet), "--sizes", "128x128", "--paths", "gpu-photo-staged-batch", "--batch", "3",
+                         "--repeat", "2")
+    row = next(r for r in data["rows"] if r["path"] == "gpu-photo-staged-batch")
+    assert row["ok"] is True and row["max_abs_vs_cpu"] < 1e-3, row
+    after = counters.snapshot()
+    # every timed run stages its 3 photos: at least the three runs a row never goes under
+    assert after.get("gpu_photos_staged", 0) - before.get("gpu_photos_staged", 0) >= 9
+    assert after.get("gpu_photo_item_batches", 0) > before.get("gpu_photo_item_batches", 0)
+
+
 # ------------------------------------------------------------------------------------- rows read one way only
 
 

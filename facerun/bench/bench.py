@@ -8,6 +8,8 @@ new path is added):
   gpu                the whole program on the GPU, batch 1
   gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU (how `detect` runs it)
   gpu-photo-batch    YuNet: `batch` photos' bytes in one submission, timed per photo (a library run's batches)
+  gpu-photo-staged-batch   the same, each photo first copied into the device's upload memory by a thread of 8 (as
+                     a library run's decoding threads stage theirs), timed in
   gpu-batch          a batch of `batch` items in one submission, timed per face (embedders by default)
   gpu-f16, gpu-batch-f16   gpu and gpu-batch at --precision f16 (Winograd's planes as half floats, sums in
                      float32): the model loaded again for it, judged against the CPU at agree.GPU_F16_TOLERANCE
