@@ -436,6 +436,16 @@ def test_the_staged_photo_batch_row_uploads_through_the_staging_pool(gpu, monkey
     # every timed run stages its 3 photos: at least the three runs a row never goes under
     assert after.get("gpu_photos_staged", 0) - before.get("gpu_photos_staged", 0) >= 9
     assert after.get("gpu_photo_item_batches", 0) > before.get("gpu_photo_item_batches", 0)
+    # the staging threads went with the row
+    import gc
+    import threading
+    import time
+
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.name.startswith("facerun-bench-stage") for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name.startswith("facerun-bench-stage") for t in threading.enumerate())
 
 
 # ------------------------------------------------------------------------------------- rows read one way only

@@ -11,7 +11,9 @@ A photo path's `row(job, embed_model)` runs the whole folder (photo_rows.PhotoJo
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,27 +95,21 @@ def _gpu_photo_batch(case, net):
     return run, photo_net.program(shape)
 
 
-_stagers: list = []  # the threads staging gpu-photo-staged-batch's photos, made once
-
-
 def _gpu_photo_staged_batch(case, net):
     # gpu-photo-batch with each photo first copied into the device's upload memory on a thread of its own, as a
     # library run's decoding threads stage theirs: the thread feeding the device then records copies, not uploads.
     # The staging is timed in (its wall time, the copies side by side).
-    from concurrent.futures import ThreadPoolExecutor
-
     photo_net = case.photo_net()
     photos, shape = case.photos(), case.x.shape
     shapes = [shape] * len(photos)
     photo_net.run_photo(photos[0], shape)
-    if not _stagers:
-        _stagers.append(ThreadPoolExecutor(8, thread_name_prefix="facerun-bench-stage"))
-    pool = _stagers[0]
+    pool = ThreadPoolExecutor(8, thread_name_prefix="facerun-bench-stage")
 
     def run():
         staged = list(pool.map(photo_net.stage_photo, photos))
         return photo_net.submit_photos(staged, shapes, shape)()
 
+    weakref.finalize(run, pool.shutdown, wait=False)  # the threads go with the row
     return run, photo_net.program(shape)
 
 
