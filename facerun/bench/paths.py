@@ -81,13 +81,18 @@ def _gpu_photo(case, net):
     return (lambda: net.run_photo(photo, shape, make_blob)), net.program(shape)
 
 
-def _gpu_photo_batch(case, net):
-    # the model as a library run loads it, so a batch runs in the bucket's batch program where FACERUN_PHOTO_ITEMS
-    # is on (the bench's own net has no photo layout: each photo its own pass)
+def _photo_batch(case):
+    """The model as a library run loads it (so a batch runs in the bucket's batch program where FACERUN_PHOTO_ITEMS
+    is on; the bench's own net has no photo layout: each photo its own pass), the batch's photos, their shapes and
+    the bucket's, once the first photo has checked the device's layout."""
     photo_net = case.photo_net()
     photos, shape = case.photos(), case.x.shape
-    shapes = [shape] * len(photos)
-    photo_net.run_photo(photos[0], shape)  # the first photo checks the device's layout; batches come after
+    photo_net.run_photo(photos[0], shape)
+    return photo_net, photos, [shape] * len(photos), shape
+
+
+def _gpu_photo_batch(case, net):
+    photo_net, photos, shapes, shape = _photo_batch(case)
 
     def run():
         return photo_net.submit_photos(photos, shapes, shape)()
@@ -99,10 +104,7 @@ def _gpu_photo_staged_batch(case, net):
     # gpu-photo-batch with each photo first copied into the device's upload memory on a thread of its own, as a
     # library run's decoding threads stage theirs: the thread feeding the device then records copies, not uploads.
     # The staging is timed in (its wall time, the copies side by side).
-    photo_net = case.photo_net()
-    photos, shape = case.photos(), case.x.shape
-    shapes = [shape] * len(photos)
-    photo_net.run_photo(photos[0], shape)
+    photo_net, photos, shapes, shape = _photo_batch(case)
     pool = ThreadPoolExecutor(8, thread_name_prefix="facerun-bench-stage")
 
     def run():
