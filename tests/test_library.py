@@ -358,6 +358,7 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
         assert set(row["seconds"]) == {"decode", "compile", "detect", "post", "align", "embed", "total", "feeding",
                                        "phases", "waiting"}
         assert (row["seconds"]["embed"] > 0) == path.endswith("+embed")
+        assert row["after_first_per_s"] > 0
         assert row["gpu_checks"] == 0 and "%" in row["bottleneck"]
     assert rows["cpu"]["agree_with_cpu"] is None
     for path in ("cpu-serial", "cpu+embed"):
@@ -376,6 +377,20 @@ def test_bench_photos_gives_every_field_per_path(tmp_path):
         threads = rows["opencv-threads"]
         assert threads["workers"] >= 2 and threads["photos"] == len(paths) and threads["faces"] == opencv["faces"]
         assert threads["agree_with_cpu"] == opencv["agree_with_cpu"] and "threads" in threads["bottleneck"]
+
+
+def test_a_photo_rows_rate_after_its_first_photo_leaves_the_start_up_out():
+    from facerun.bench.photo_rows import PhotoRow, _fill
+    from facerun.face.library import LibraryStats
+
+    stats = LibraryStats()
+    stats.photos, stats.first_photo_s, stats.wall_s = 11, 1.0, 3.0  # a second to start, then 10 photos in 2 s
+    row = PhotoRow("gpu-processes")
+    _fill(row, stats, {})
+    assert row.photos_per_s == pytest.approx(11 / 3) and row.after_first_per_s == pytest.approx(5.0)
+    stats.photos = 1
+    _fill(row := PhotoRow("gpu"), stats, {})
+    assert row.after_first_per_s is None  # one photo: no rate after it
 
 
 def test_bench_photos_refuses_an_empty_folder(tmp_path):

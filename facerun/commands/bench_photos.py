@@ -131,6 +131,8 @@ def print_photos(result: dict) -> None:
                       *(_num(s.get(k), 2) for k in ("decode", "compile", "detect", "post", "align", "embed", "total")),
                       same)
         notes.append(f"{r['path']} ({r['device']}): {r['bottleneck']}")
+        if r.get("after_first_per_s") and not r.get("floor"):
+            notes.append(f"{r['path']}: {r['after_first_per_s']:.1f} photos/s from its first photo on")
         if s.get("phases") and r["photos"]:
             notes.append(f"{r['path']}: {phases_line(s, r['photos'])}")
         if r["skipped"]:

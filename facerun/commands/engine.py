@@ -27,10 +27,10 @@ def engine_options(function):
         actors_option(),
         gpus_per_actor_option(),
         option("--processes", "processes", type=click.IntRange(min=1), default=1, show_default=True,
-               detail="(local engine): they detect and align, each with its own Python, device queue and check of "
-                      "the GPU (one process is bound by Python's GIL); the faces are embedded here, --batch at a "
-                      "time in photo order, as with one. Each process takes seconds to start: this pays on "
-                      "libraries of a few hundred photos and more."),
+               detail="(local engine): they detect, align and embed, each with its own Python, device queue, "
+                      "models and check of the GPU (one process is bound by Python's GIL), --batch faces at a time "
+                      "across its photos; results come in photo order, as with one. Each process takes seconds "
+                      "to start: this pays on libraries of a few hundred photos and more."),
     ]
     for decorate in reversed(options):
         function = decorate(function)

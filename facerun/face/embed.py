@@ -104,11 +104,13 @@ class Embedder:
         card = self.net.card
         self.path = card.path
         self.requested_device = device
+        self.precision = precision
         self.known = card.known
         self.name = card.display_name
         self._check_is_embedder(card)
         given = {k: v for k, v in (("input_size", input_size), ("mean", mean), ("std", std), ("bgr", bgr))
                  if v is not None}
+        self._given = given
         self.card = embedder_card(card, given, self._declared_size())
         pre = self.card.preprocess
         self.preprocessing = Preprocessing(pre.input_size, pre.mean, pre.std, pre.bgr, source=self.card.source,
@@ -127,6 +129,13 @@ class Embedder:
         self._dim: int | None = None
 
     # --------------------------------------------------------------------------------------- description
+    def arguments(self) -> dict:
+        """The keyword arguments that make this embedder again (another process's: the processes engine), with
+        the model by its file, so every process loads the very same one."""
+        threshold = None if self.threshold == self.preprocessing.threshold else self.threshold
+        return {"model": str(self.path), "device": self.requested_device, **self._given, "threshold": threshold,
+                "precision": self.precision}
+
     @property
     def device(self) -> str:
         return self.net.device

@@ -11,6 +11,11 @@ docs/bench/code-figures.md).
 The contract is iter_photo_faces's (one result per path, in input order, errors as results, same faces): each process
 runs that very loop (library.threads, with the run's LibraryOptions) on the photos it takes from one shared queue,
 and results are put back in order here. `engine` is the "processes" entry of face/engines.py's table.
+
+With a facerun Embedder each process also makes its own from the embedder's `arguments()` and embeds its own faces
+(its batches span its photos), so the whole job scales with the processes; this process only puts the results in
+order. An embedder that cannot say how it is made (no `arguments`) stays here: the processes align the faces and
+send the crops back, and they are embedded here in input order.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
                                   embedder=None, batch: int = 16, draft: bool = True) -> Iterator[PhotoFaces]:
     """iter_photo_faces over `processes` processes. `detector` holds facerun.face.detect.Detector's keyword
     arguments (each process makes its own); `workers`: decoding threads per process (default: the cores shared out).
-    With `embedder` (a FaceEmbedder here), the processes also align the faces and send the crops back, and they are
-    embedded here `batch` at a time across photos in input order: the very batches of one process's run.
+    With `embedder` (a facerun Embedder), each process makes its own (`embedder.arguments()`) and embeds its faces
+    `batch` at a time across its photos; an embedder without `arguments` stays here: the processes align the faces
+    and send the crops back, embedded here `batch` at a time in input order.
     `draft` as in iter_photo_faces (without an embedder, large JPEGs decode scaled down).
     A failure in a process (a model or GPU error) raises FacerunError here with its message; the others are stopped.
     Closing the iterator, an exception or Ctrl-C stops every process. The processes are spawned, so a script calling
@@ -66,15 +72,19 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     if workers is None:  # the cores shared out (measured on 16: 8 processes of 2 threads beat 8 of 1, 322 to 237/s)
         workers = max(1, min(4, (os.cpu_count() or 2) // options.processes))
     processes = max(1, min(options.processes, len(paths)))
+    remade = getattr(embedder, "arguments", None)  # how the processes make the embedder themselves
+    embedder_args = remade() if remade is not None else None
+    here = embedder if embedder_args is None else None  # the embedder that stays in this process (crops back)
     # what each process runs: its own threads, aligning (and so keeping the photo) only for an embedder here
-    local = dataclasses.replace(options, engine="threads", workers=workers, keep_images=embedder is not None,
+    local = dataclasses.replace(options, engine="threads", workers=workers, keep_images=here is not None,
                                 detector_args=None, ray=None, decoders="threads")  # a daemon process has no children
     ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     passed = _settings(processes)
-    align_size = None if embedder is None else embedder.input_size
-    procs = [ctx.Process(target=_worker, args=(dict(arguments), local, align_size, passed, tasks, results),
-                         name=f"facerun-library-{i}", daemon=True) for i in range(processes)]
+    align_size = None if here is None else here.input_size
+    procs = [ctx.Process(target=_worker, args=(dict(arguments), embedder_args, local, align_size, passed, tasks,
+                                               results), name=f"facerun-library-{i}", daemon=True)
+             for i in range(processes)]
     try:
         for p in procs:
             p.start()
@@ -83,7 +93,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
         for _ in procs:
             tasks.put(None)
         held: dict[int, tuple] = {}
-        batcher = _Batcher(embedder, options.batch, stats, stats.clock)
+        batcher = _Batcher(here, options.batch, stats, stats.clock) if embedder_args is None else None
         for index in range(len(paths)):
             while index not in held:
                 kind, *rest = _next(results, procs)
@@ -94,8 +104,12 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
                 elif kind == "done":
                     _done(stats, *rest)
             result, crops = held.pop(index)
-            yield from batcher.add(_Photo(result, crops=crops))
-        yield from batcher.finish()
+            if batcher is None:  # embedded (or only detected) in its process
+                yield result
+            else:
+                yield from batcher.add(_Photo(result, crops=crops))
+        if batcher is not None:
+            yield from batcher.finish()
         for _ in range(sum(1 for p in procs if p.exitcode is None or p.exitcode == 0)):  # the stage times
             try:
                 kind, *rest = results.get(timeout=POLL_S)
@@ -153,15 +167,18 @@ def _settings(processes: int) -> dict:
             "FACERUN_CPU_THREADS": threads}
 
 
-def _worker(detector: dict, options: LibraryOptions, align_size, passed: dict, tasks, results) -> None:
+def _worker(detector: dict, embedder: dict | None, options: LibraryOptions, align_size, passed: dict, tasks,
+            results) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
     settings.pass_on(passed)
     try:
         from .. import counters
         from .align import align_face
         from .detect import Detector
+        from .embed import Embedder
 
         det = Detector(**detector)
+        emb = Embedder(**embedder) if embedder is not None else None
         order: list[int] = []
 
         def source() -> Iterator[str]:
@@ -170,7 +187,7 @@ def _worker(detector: dict, options: LibraryOptions, align_size, passed: dict, t
                 yield item[1]
 
         stats = LibraryStats()
-        for i, result in enumerate(observed(threads(source(), det, None, options, stats), stats)):
+        for i, result in enumerate(observed(threads(source(), det, emb, options, stats), stats)):
             result.device = det.device
             crops = []
             if align_size is not None:  # what FaceEmbedder.align does, here beside the photo
