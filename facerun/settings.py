@@ -136,6 +136,14 @@ def _bucket(name: str, text: str) -> int:
 
 
 REPLAY_MODES = ("auto", "held", "native", "api")  # gpu/replay.py: how a run's commands are recorded
+PARENT_RUNS = ("until-ready", "always", "off")  # face/processes.py: when the launching process runs photos too
+
+
+def _parent_runs(name: str, text: str) -> str:
+    word = text.strip().lower()
+    if word not in PARENT_RUNS:
+        raise InputError(f"{name} must be one of {', '.join(PARENT_RUNS)}, not '{text.strip()}'")
+    return word
 
 
 def _replay(name: str, text: str) -> str:
@@ -188,6 +196,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_EMBED_THREAD", "`on`", False, "`on`: a library run embeds the faces on a thread of its own "
             "beside the detector (where the embedder runs on the GPU), instead of on the thread feeding the GPU",
             _on, "off"),
+    Setting("FACERUN_PARENT_RUNS", "`until-ready` `always` `off`", "until-ready", "with `--processes`, whether the "
+            "process that starts them runs photos too (detecting, and embedding with a facerun embedder): until "
+            "every process is ready, so their start-up is not lost; throughout; or never", _parent_runs),
     Setting("FACERUN_POST_THREADS", "count", None, "threads of a library run that post-process the detector's "
             "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "

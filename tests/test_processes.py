@@ -121,6 +121,7 @@ def test_each_process_embeds_its_own_faces_the_in_process_embeddings(photos, mon
         raise AssertionError("the faces were embedded in the parent")
 
     monkeypatch.setattr(embedder, "submit_faces", not_here)
+    monkeypatch.setenv("FACERUN_PARENT_RUNS", "off")  # every photo in a process
     got = list(iter_photo_faces_in_processes(photos, options, processes=2, workers=1, embedder=embedder, batch=3))
     assert [r.path for r in got] == photos and sum(len(r.faces) for r in got) > len(photos)
     for a, b in zip(got, want):
@@ -129,6 +130,30 @@ def test_each_process_embeds_its_own_faces_the_in_process_embeddings(photos, mon
         # other batch mates than in one process: the CPU's sums round their last bits differently
         assert np.allclose(a.embeddings, b.embeddings, atol=1e-5)
         assert np.allclose(np.linalg.norm(a.embeddings, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["until-ready", "always"])
+def test_the_parent_runs_photos_while_its_processes_start(photos, monkeypatch, mode):
+    import numpy as np
+    from people_fixtures import MOBILEFACENET
+
+    from facerun.face.embed import Embedder
+    from facerun.face.library import LibraryStats
+
+    monkeypatch.setenv("FACERUN_PARENT_RUNS", mode)
+    embedder = Embedder(str(MOBILEFACENET), device="cpu")
+    options = {"model": str(YUNET), "device": "cpu", "for_alignment": True}
+    want = list(iter_photo_faces(photos, Detector(**options), embedder, batch=3))
+    stats = LibraryStats()
+    got = list(iter_photo_faces_in_processes(photos, options, processes=2, workers=1, embedder=embedder, batch=3,
+                                             stats=stats))
+    # a spawned process imports facerun and loads its models before it takes a photo: this one has them already
+    assert 1 <= stats.counted["photos_here"] <= len(photos)
+    assert [r.path for r in got] == photos
+    for a, b in zip(got, want):
+        assert _faces(a) == _faces(b) and a.error == b.error
+        assert np.allclose(a.embeddings, b.embeddings, atol=1e-5)
+    assert multiprocessing.active_children() == []
 
 
 class _OwnEmbedder:

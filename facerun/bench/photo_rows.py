@@ -58,6 +58,7 @@ class PhotoRow:
     photos_unstaged: int = 0
     workers: int = 0
     processes: int = 1
+    parent_photos: int = 0  # over processes: the photos the process starting them ran itself (FACERUN_PARENT_RUNS)
     device: str = ""
     one_off_seconds: dict = field(default_factory=dict)  # seconds of the one-off work above (facerun.counters)
     seconds: dict = field(default_factory=dict)  # busy seconds per stage (summed over threads), total = wall
@@ -192,9 +193,11 @@ def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> Ph
         raise
     wall = _fill(row, stats, stats.counted)  # what the processes counted, summed
     row.device = "; ".join(sorted(devices)) + f" x {processes} processes"
+    row.parent_photos = int(stats.counted.get("photos_here", 0))
     busiest = max(("decode", "detect", "post", "align", "embed"), key=lambda k: stats.seconds[k])
     row.bottleneck = (f"{processes} processes, wall {wall:.2f} s including their start-up; busiest stage over them: "
-                      f"{busiest} {stats.seconds[busiest] / (wall * processes):.0%} of their time")
+                      f"{busiest} {stats.seconds[busiest] / (wall * processes):.0%} of their time; "
+                      f"{row.parent_photos} photos run by the process starting them")
     if device == "gpu" and not any(d != "cpu" for d in devices):
         row.skipped = "the GPU was not used in the processes"
     return row

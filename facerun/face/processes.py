@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -35,6 +36,8 @@ from .library import LibraryOptions, LibraryStats, PhotoFaces, _Batcher, _Photo,
 
 # How long the parent waits on the results before it looks whether its processes are still alive.
 POLL_S = 1.0
+# How often this process's own run (FACERUN_PARENT_RUNS) looks whether it is to stop, while waiting on a queue.
+PARENT_POLL_S = 0.05
 # Results (a photo's faces, and its crops when embedding) waiting for this process, per process: when the consumer
 # here is the slower side (the embedding, the database), the processes wait instead of piling crops up in memory.
 RESULTS_PER_PROCESS = 16
@@ -85,22 +88,31 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     procs = [ctx.Process(target=_worker, args=(dict(arguments), embedder_args, local, align_size, passed, tasks,
                                                results), name=f"facerun-library-{i}", daemon=True)
              for i in range(processes)]
+    mode = settings.get("FACERUN_PARENT_RUNS") if here is None else "off"
+    parent = _Parent(dict(arguments), embedder, local, tasks, results) if mode != "off" else None
     try:
         for p in procs:
             p.start()
+        if parent is not None:
+            parent.start()
         for item in enumerate(map(str, paths)):  # all at once: a path is small, and no process ever waits for one
             tasks.put(item)
         for _ in procs:
             tasks.put(None)
         held: dict[int, tuple] = {}
         batcher = _Batcher(here, options.batch, stats, stats.clock) if embedder_args is None else None
+        ready = 0
         for index in range(len(paths)):
             while index not in held:
-                kind, *rest = _next(results, procs)
+                kind, *rest = _next(results, procs, parent.busy if parent is not None else None)
                 if kind == "error":
                     raise _error(*rest)
                 if kind == "photo":
                     held[rest[0]] = (rest[1], rest[2])
+                elif kind == "ready":
+                    ready += 1
+                    if ready == len(procs) and parent is not None and mode == "until-ready":
+                        parent.stop()  # the processes take it from here
                 elif kind == "done":
                     _done(stats, *rest)
             result, crops = held.pop(index)
@@ -118,6 +130,9 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
             if kind == "done":
                 _done(stats, *rest)
     finally:
+        if parent is not None:
+            parent.close()
+            _done(stats, parent.stats.seconds, {**parent.counted, "photos_here": parent.stats.photos})
         for p in procs:
             if p.is_alive():
                 p.terminate()
@@ -137,7 +152,8 @@ def _done(stats: LibraryStats, seconds: dict, counted: dict) -> None:
     stats.add_counted(counted)
 
 
-def _next(results, procs) -> tuple:
+def _next(results, procs, busy=None) -> tuple:
+    """The next message from the processes (busy(): whether this process's own run may still send one)."""
     while True:
         try:
             return results.get(timeout=POLL_S)
@@ -145,7 +161,7 @@ def _next(results, procs) -> tuple:
             dead = [p for p in procs if p.exitcode not in (None, 0)]
             if dead:
                 raise FacerunError(f"a library process ended unexpectedly (exit code {dead[0].exitcode})") from None
-            if all(p.exitcode == 0 for p in procs):
+            if all(p.exitcode == 0 for p in procs) and not (busy is not None and busy()):
                 try:  # what a process put last can still be on its way
                     return results.get(timeout=POLL_S)
                 except queue.Empty:
@@ -179,6 +195,7 @@ def _worker(detector: dict, embedder: dict | None, options: LibraryOptions, alig
 
         det = Detector(**detector)
         emb = Embedder(**embedder) if embedder is not None else None
+        results.put(("ready",))
         order: list[int] = []
 
         def source() -> Iterator[str]:
@@ -201,6 +218,75 @@ def _worker(detector: dict, embedder: dict | None, options: LibraryOptions, alig
         results.put(("error", type(e).__name__, str(e)))
     except Exception as e:  # a bug: still one line in the parent, with what it was
         results.put(("error", "FacerunError", f"a library process failed: {type(e).__name__}: {e}"))
+
+
+class _Parent:
+    """This process running photos from the shared queue too, on a thread of its own (the threads engine, with its
+    own detector and the run's embedder), while the processes start (FACERUN_PARENT_RUNS): the first photos come
+    as soon as one process's would, and a small library may be done before any process is up. Its results go
+    through the results queue like a process's; `stop` makes it take no more photos (those taken are finished and
+    handed on), `close` ends it (what it has not handed on is dropped: the run is over)."""
+
+    def __init__(self, detector: dict, embedder, options: LibraryOptions, tasks, results):
+        self.detector, self.embedder, self.options = detector, embedder, options
+        self.tasks, self.results = tasks, results
+        self.stats = LibraryStats()
+        self.counted: dict = {}
+        self._stop, self._over = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, name="facerun-parent-run", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def busy(self) -> bool:
+        return self._thread.is_alive()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._over.set()
+        self._thread.join()
+
+    def _source(self, order: list) -> Iterator[str]:
+        while not self._stop.is_set():
+            try:
+                item = self.tasks.get(timeout=PARENT_POLL_S)
+            except queue.Empty:
+                continue
+            if item is None:  # a process's end: left for it
+                self.tasks.put(None)
+                return
+            order.append(item[0])
+            yield item[1]
+
+    def _put(self, message: tuple) -> None:
+        while not self._over.is_set():  # the queue is bounded: give up only once the run is over
+            try:
+                self.results.put(message, timeout=PARENT_POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    def _run(self) -> None:
+        from .. import counters
+        from .detect import Detector
+
+        before = counters.snapshot()
+        try:
+            det = Detector(**self.detector)
+            order: list[int] = []
+            run = observed(threads(self._source(order), det, self.embedder, self.options, self.stats), self.stats)
+            for i, result in enumerate(run):
+                result.device = det.device
+                self._put(("photo", order[i], result, []))
+        except FacerunError as e:
+            self._put(("error", type(e).__name__, str(e)))
+        except Exception as e:  # a bug: one line in the run, as a process's
+            self._put(("error", "FacerunError", f"the library run here failed: {type(e).__name__}: {e}"))
+        finally:
+            self.counted = counters.since(before)
 
 
 def _error(name: str, message: str) -> FacerunError:
