@@ -30,6 +30,8 @@ for r in data["rows"]:
             print(f"{'':>16} waiting on " + " ".join(f"{k} {1000 * v / n:.2f}" for k, v in waits.items()) + " ms/photo")
         if r.get("bottleneck") and r.get("faces"):
             print(f"{'':>16} {r['bottleneck']}")
+        if r.get("after_first_per_s") and not r.get("floor"):
+            print(f"{'':>16} after the first photo: {r['after_first_per_s']:.1f}/s")
     elif r.get('median_ms') is None:
         print(f"{label:>16} {r.get('model', ''):>14} {r['path']:>22} no timing: {str(r.get('note'))[:90]}")
     else:
