@@ -139,6 +139,13 @@ REPLAY_MODES = ("auto", "held", "native", "api")  # gpu/replay.py: how a run's c
 PARENT_RUNS = ("until-ready", "always", "off")  # face/processes.py: when the launching process runs photos too
 
 
+def _process_start(name: str, text: str) -> str:
+    word = text.strip().lower()
+    if word not in ("forkserver", "spawn"):
+        raise InputError(f"{name} must be forkserver or spawn, not '{text.strip()}'")
+    return word
+
+
 def _parent_runs(name: str, text: str) -> str:
     word = text.strip().lower()
     if word not in PARENT_RUNS:
@@ -199,6 +206,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PARENT_RUNS", "`until-ready` `always` `off`", "until-ready", "with `--processes`, whether the "
             "process that starts them runs photos too (detecting, and embedding with a facerun embedder): until "
             "every process is ready, so their start-up is not lost; throughout; or never", _parent_runs),
+    Setting("FACERUN_PROCESS_START", "`forkserver` `spawn`", "forkserver", "how `--processes` starts its "
+            "processes: forked from a server that imported facerun and wgpu once, ahead (where the platform has "
+            "one), or each a new interpreter importing them itself", _process_start),
     Setting("FACERUN_POST_THREADS", "count", None, "threads of a library run that post-process the detector's "
             "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "
@@ -273,6 +283,20 @@ def pass_on(values: Mapping[str, str]) -> None:
     for name in values:
         setting(name)
     os.environ.update({name: str(value) for name, value in values.items()})
+
+
+def environment() -> dict[str, str]:
+    """This table's variables set in this process now (a process forked from a server started earlier inherits the
+    environment of back then: the processes engine hands it these to adopt)."""
+    return {name: os.environ[name] for name in _BY_NAME if name in os.environ}
+
+
+def adopt(values: Mapping[str, str]) -> None:
+    """Make this process's settings exactly `values`: those set, the table's others unset (see environment)."""
+    for name in _BY_NAME:
+        if name not in values:
+            os.environ.pop(name, None)
+    pass_on(values)
 
 
 def outside(names) -> dict[str, str]:

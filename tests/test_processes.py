@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 
@@ -59,6 +60,9 @@ def test_processes_give_the_in_process_results_in_order(photos):
 
 
 def test_a_failing_process_raises_its_error_class_and_the_cli_exits_with_its_status(photos, monkeypatch):
+    from facerun.face.processes import start_ahead
+
+    start_ahead(2)  # the fork server started before the setting below: its processes still take this run's
     monkeypatch.setenv("FACERUN_GPU", "off")  # the processes see the environment: none finds a GPU
     with pytest.raises(GpuError, match="FACERUN_GPU"):
         list(iter_photo_faces_in_processes(photos, {"model": str(YUNET), "device": "gpu"}, processes=2))
@@ -246,3 +250,18 @@ def test_bench_photos_has_a_processes_row_that_finds_the_cpu_rows_faces(photos):
     assert row["agree_with_cpu"]["same"] and row["faces"] == rows["cpu"]["faces"] > 5
     assert row["programs_compiled"] >= row["distinct_sizes"] > 1  # counted in the processes, summed here
     assert row["first_photo_ms"] > 0 and "start-up" in row["bottleneck"]
+
+
+def test_a_process_adopts_exactly_its_parents_settings(monkeypatch):
+    from facerun import settings
+
+    monkeypatch.setenv("FACERUN_POST_THREADS", "3")
+    monkeypatch.delenv("FACERUN_PHOTO_BATCH", raising=False)
+    monkeypatch.setenv("UNRELATED_VARIABLE", "kept")
+    taken = settings.environment()
+    assert taken["FACERUN_POST_THREADS"] == "3" and "UNRELATED_VARIABLE" not in taken
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")  # as a fork server's older environment might have it
+    monkeypatch.setenv("FACERUN_POST_THREADS", "2")
+    settings.adopt(taken)
+    assert settings.get("FACERUN_POST_THREADS") == 3 and "FACERUN_PHOTO_BATCH" not in os.environ
+    assert os.environ["UNRELATED_VARIABLE"] == "kept"

@@ -59,6 +59,9 @@ class PhotoRow:
     workers: int = 0
     processes: int = 1
     parent_photos: int = 0  # over processes: the photos the process starting them ran itself (FACERUN_PARENT_RUNS)
+    # over processes, their start-up (seconds, [fastest, slowest] process): from spawning to the process's own code
+    # (`python`: the interpreter and its imports), making its models (`models`), and both (`ready`)
+    process_start_s: dict = field(default_factory=dict)
     device: str = ""
     one_off_seconds: dict = field(default_factory=dict)  # seconds of the one-off work above (facerun.counters)
     seconds: dict = field(default_factory=dict)  # busy seconds per stage (summed over threads), total = wall
@@ -170,9 +173,11 @@ def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> Ph
     from ..face.embed import Embedder
     from ..face.engines import run
     from ..face.library import LibraryOptions, LibraryStats
+    from ..face.processes import start_ahead
 
     photos, detector_model, batch, processes = job.photos, job.detector_model, job.batch, job.processes
     row = PhotoRow(name + ("+embed" if embed_model is not None else ""), processes=processes)
+    start_ahead(processes)  # as the commands do: the fork server loads while the models here load
     models = _models(row, device, lambda: (Embedder(embed_model, device=device) if embed_model is not None else None,))
     if models is None:
         return row
@@ -194,10 +199,19 @@ def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> Ph
     wall = _fill(row, stats, stats.counted)  # what the processes counted, summed
     row.device = "; ".join(sorted(devices)) + f" x {processes} processes"
     row.parent_photos = int(stats.counted.get("photos_here", 0))
+    starts = stats.process_starts
+    if starts:
+        spans = {"python": [a for a, _ in starts], "models": [b for _, b in starts],
+                 "ready": [a + b for a, b in starts]}
+        row.process_start_s = {k: [round(min(v), 3), round(max(v), 3)] for k, v in spans.items()}
     busiest = max(("decode", "detect", "post", "align", "embed"), key=lambda k: stats.seconds[k])
     row.bottleneck = (f"{processes} processes, wall {wall:.2f} s including their start-up; busiest stage over them: "
                       f"{busiest} {stats.seconds[busiest] / (wall * processes):.0%} of their time; "
                       f"{row.parent_photos} photos run by the process starting them")
+    if row.process_start_s:
+        (r0, r1), (p0, p1), (m0, m1) = (row.process_start_s[k] for k in ("ready", "python", "models"))
+        row.bottleneck += (f"; ready after {r0:.2f}-{r1:.2f} s (Python and imports {p0:.2f}-{p1:.2f}, models "
+                           f"{m0:.2f}-{m1:.2f})")
     if device == "gpu" and not any(d != "cpu" for d in devices):
         row.skipped = "the GPU was not used in the processes"
     return row

@@ -38,9 +38,13 @@ def engine_options(function):
 
 
 def local_processes(engine: str, processes: int) -> int:
-    """--processes, refused beside --engine ray (Ray has its own workers)."""
+    """--processes, refused beside --engine ray (Ray has its own workers); the processes' fork server started
+    now, to load while this process loads its models."""
     if processes > 1 and engine == "ray":
         raise InputError("--processes applies to --engine local (Ray's are --actors)")
+    from ..face.processes import start_ahead
+
+    start_ahead(processes)
     return processes
 
 

@@ -112,6 +112,9 @@ class LibraryStats:
         self.embed_thread = False  # the faces were embedded on a thread of their own (_EmbedThread)
         self.counted: dict[str, float] = {}  # facerun.counters of other processes (face.processes), summed
         self.devices: set[str] = set()  # the results' `device`, where another process or actor ran the network
+        # over processes (face/processes.py): each process's start, (seconds from spawning it to its own code
+        # running: the interpreter and the imports it was started with, seconds making its models)
+        self.process_starts: list[tuple[float, float]] = []
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:

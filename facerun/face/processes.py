@@ -81,7 +81,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     # what each process runs: its own threads, aligning (and so keeping the photo) only for an embedder here
     local = dataclasses.replace(options, engine="threads", workers=workers, keep_images=here is not None,
                                 detector_args=None, ray=None, decoders="threads")  # a daemon process has no children
-    ctx = multiprocessing.get_context("spawn")  # no fork: a device, threads or a BLAS pool must not be copied
+    ctx = _context()
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     passed = _settings(processes)
     align_size = None if here is None else here.input_size
@@ -91,13 +91,14 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     mode = settings.get("FACERUN_PARENT_RUNS") if here is None else "off"
     parent = _Parent(dict(arguments), embedder, local, tasks, results) if mode != "off" else None
     try:
+        spawned = time.time()
         for p in procs:
             p.start()
         if parent is not None:
             parent.start()
         for item in enumerate(map(str, paths)):  # all at once: a path is small, and no process ever waits for one
             tasks.put(item)
-        for _ in procs:
+        for _ in range(len(procs) + (parent is not None)):  # an end for each taker, this process's run included
             tasks.put(None)
         held: dict[int, tuple] = {}
         batcher = _Batcher(here, options.batch, stats, stats.clock) if embedder_args is None else None
@@ -111,6 +112,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
                     held[rest[0]] = (rest[1], rest[2])
                 elif kind == "ready":
                     ready += 1
+                    stats.process_starts.append((rest[0] - spawned, rest[1] - rest[0]))
                     if ready == len(procs) and parent is not None and mode == "until-ready":
                         parent.stop()  # the processes take it from here
                 elif kind == "done":
@@ -168,6 +170,27 @@ def _next(results, procs, busy=None) -> tuple:
                     raise FacerunError("the library processes ended before every photo came back") from None
 
 
+def start_ahead(processes: int) -> None:
+    """Start the fork server now (where `processes` > 1 and processes start from it), so that it loads while this
+    process loads its own models: the commands call this first. Later runs find it started."""
+    if processes > 1 and _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def _context():
+    """How the processes start (FACERUN_PROCESS_START): forked from the fork server, which loaded face/preload.py
+    once (started on first use and kept for this process's life, so a second run's processes start at once), or
+    spawned. Never forked from this process: a device, threads or a BLAS pool must not be copied."""
+    if (settings.get("FACERUN_PROCESS_START") == "forkserver"
+            and "forkserver" in multiprocessing.get_all_start_methods()):
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["facerun.face.preload"])  # read when the server starts
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
 def _settings(processes: int) -> dict:
     """What the CLI set in this process that a new process must see: the software-adapter switch and the limits;
     and the CPU interpreter's threads, the cores shared out (unless FACERUN_CPU_THREADS says), so N processes don't
@@ -177,7 +200,7 @@ def _settings(processes: int) -> dict:
     from ..gpu import device
 
     threads = settings.text("FACERUN_CPU_THREADS") or str(max(1, lanes.threads() // processes))
-    return {"FACERUN_ALLOW_SOFTWARE": "1" if device.software_allowed() else "0",
+    return {**settings.environment(), "FACERUN_ALLOW_SOFTWARE": "1" if device.software_allowed() else "0",
             "FACERUN_MAX_PIXELS": str(limits.max_pixels()),
             "FACERUN_MAX_TENSOR_MB": repr(limits.max_tensor_bytes() / (1 << 20)),
             "FACERUN_CPU_THREADS": threads}
@@ -185,8 +208,9 @@ def _settings(processes: int) -> dict:
 
 def _worker(detector: dict, embedder: dict | None, options: LibraryOptions, align_size, passed: dict, tasks,
             results) -> None:
+    started = time.time()  # wall clock: the parent's spawning is timed against it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
-    settings.pass_on(passed)
+    settings.adopt(passed)  # a forked process has the fork server's environment: this run's settings instead
     try:
         from .. import counters
         from .align import align_face
@@ -195,7 +219,7 @@ def _worker(detector: dict, embedder: dict | None, options: LibraryOptions, alig
 
         det = Detector(**detector)
         emb = Embedder(**embedder) if embedder is not None else None
-        results.put(("ready",))
+        results.put(("ready", started, time.time()))
         order: list[int] = []
 
         def source() -> Iterator[str]:
@@ -255,8 +279,7 @@ class _Parent:
                 item = self.tasks.get(timeout=PARENT_POLL_S)
             except queue.Empty:
                 continue
-            if item is None:  # a process's end: left for it
-                self.tasks.put(None)
+            if item is None:  # the end put for this run
                 return
             order.append(item[0])
             yield item[1]
@@ -301,4 +324,4 @@ def _error(name: str, message: str) -> FacerunError:
     return error
 
 
-__all__ = ["engine", "iter_photo_faces_in_processes"]
+__all__ = ["engine", "iter_photo_faces_in_processes", "start_ahead"]

@@ -481,7 +481,7 @@ def _make_device(adapter, row: dict) -> Device:
     d.pipeline_layout = dev.create_pipeline_layout(label="facerun", bind_group_layouts=[d.layout])
     d.dummy = dev.create_buffer(label="facerun unused binding", size=16, usage=wgpu.BufferUsage.STORAGE)
     with counters.timed("ffi_types_parsed"):
-        _parse_ffi_types()
+        parse_ffi_types()
     return d
 
 
@@ -495,12 +495,13 @@ FFI_TYPES = ("WGPUShaderSourceWGSL *", "WGPUShaderModuleDescriptor *", "WGPUComp
              "WGPUBufferMapCallbackInfo *")
 
 
-def _parse_ffi_types() -> None:
+def parse_ffi_types(names=FFI_TYPES) -> None:
+    """Have cffi parse these C type names now (each once per process; a name this wgpu does not have is skipped)."""
     try:
         from wgpu.backends.wgpu_native._ffi import ffi
     except ImportError:
         return
-    for name in FFI_TYPES:
+    for name in names:
         try:
             ffi.typeof(name)
         except Exception:  # a name this wgpu build does not have: it is not used either
