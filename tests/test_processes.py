@@ -62,7 +62,7 @@ def test_processes_give_the_in_process_results_in_order(photos):
 def test_a_failing_process_raises_its_error_class_and_the_cli_exits_with_its_status(photos, monkeypatch):
     from facerun.face.processes import start_ahead
 
-    start_ahead(2)  # the fork server started before the setting below: its processes still take this run's
+    start_ahead(2, "gpu")  # the fork server started before the setting below: its processes still take this run's
     monkeypatch.setenv("FACERUN_GPU", "off")  # the processes see the environment: none finds a GPU
     with pytest.raises(GpuError, match="FACERUN_GPU"):
         list(iter_photo_faces_in_processes(photos, {"model": str(YUNET), "device": "gpu"}, processes=2))

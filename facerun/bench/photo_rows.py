@@ -177,7 +177,7 @@ def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> Ph
 
     photos, detector_model, batch, processes = job.photos, job.detector_model, job.batch, job.processes
     row = PhotoRow(name + ("+embed" if embed_model is not None else ""), processes=processes)
-    start_ahead(processes)  # as the commands do: the fork server loads while the models here load
+    start_ahead(processes, device)  # as the commands do: the fork server loads while the models here load
     models = _models(row, device, lambda: (Embedder(embed_model, device=device) if embed_model is not None else None,))
     if models is None:
         return row

@@ -120,7 +120,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
     draw_target = _draw_target(draw_to, len(paths)) if draw_to else None
     processes = min(processes, len(paths))
-    start_ahead(processes)  # the processes' fork server loads while this process loads its detector
+    start_ahead(processes, device)  # the processes' fork server loads while this process loads its detector
     # with processes, this one only names the family and checks the options: the network runs in them
     detector = make_detector(model, "cpu" if processes > 1 else device, score, nms, top_k, max_side, runtime,
                              input_size)

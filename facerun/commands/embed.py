@@ -113,7 +113,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
               "std": std, "bgr": bgr}
     one_output(as_json, as_csv)
-    local_processes(engine, processes)
+    local_processes(engine, processes, device)
     if precision != "f32" and (engine != "local" or device == "cpu"):
         raise InputError(f"--precision {precision} is for the local GPU (--device auto or gpu, --engine local)")
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=all_faces,

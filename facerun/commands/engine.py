@@ -37,14 +37,15 @@ def engine_options(function):
     return function
 
 
-def local_processes(engine: str, processes: int) -> int:
+def local_processes(engine: str, processes: int, device: str) -> int:
     """--processes, refused beside --engine ray (Ray has its own workers); the processes' fork server started
     now, to load while this process loads its models."""
     if processes > 1 and engine == "ray":
         raise InputError("--processes applies to --engine local (Ray's are --actors)")
     from ..face.processes import start_ahead
 
-    start_ahead(processes)
+    if engine == "local":
+        start_ahead(processes, device)
     return processes
 
 

@@ -95,7 +95,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
             raise click.UsageError("give the PHOTOS to index (or --prune, or --list-missing, alone)")
         return _prune_all(db_path, wait, as_json)
 
-    processes = local_processes(engine, processes)
+    processes = local_processes(engine, processes, device)
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=True, models={})
     # a full disk is one line saying what is kept; a first run that fails leaves no database file behind
     with removed_if_new(db_path), reported(db_path, "index"), FaceIndex(db_path) as index:

@@ -81,7 +81,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     # what each process runs: its own threads, aligning (and so keeping the photo) only for an embedder here
     local = dataclasses.replace(options, engine="threads", workers=workers, keep_images=here is not None,
                                 detector_args=None, ray=None, decoders="threads")  # a daemon process has no children
-    ctx = _context()
+    ctx = _context(str(arguments.get("device", "auto")))
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=RESULTS_PER_PROCESS * processes)
     passed = _settings(processes)
     align_size = None if here is None else here.input_size
@@ -102,7 +102,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
             tasks.put(None)
         held: dict[int, tuple] = {}
         batcher = _Batcher(here, options.batch, stats, stats.clock) if embedder_args is None else None
-        ready = 0
+        ready = finished = 0
         for index in range(len(paths)):
             while index not in held:
                 kind, *rest = _next(results, procs, parent.busy if parent is not None else None)
@@ -116,6 +116,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
                     if ready == len(procs) and parent is not None and mode == "until-ready":
                         parent.stop()  # the processes take it from here
                 elif kind == "done":
+                    finished += 1
                     _done(stats, *rest)
             result, crops = held.pop(index)
             if batcher is None:  # embedded (or only detected) in its process
@@ -124,12 +125,13 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
                 yield from batcher.add(_Photo(result, crops=crops))
         if batcher is not None:
             yield from batcher.finish()
-        for _ in range(sum(1 for p in procs if p.exitcode is None or p.exitcode == 0)):  # the stage times
+        while finished < ready:  # the stage times of the processes that ran; one still starting is not waited for
             try:
                 kind, *rest = results.get(timeout=POLL_S)
             except queue.Empty:
                 break
             if kind == "done":
+                finished += 1
                 _done(stats, *rest)
     finally:
         if parent is not None:
@@ -170,20 +172,23 @@ def _next(results, procs, busy=None) -> tuple:
                     raise FacerunError("the library processes ended before every photo came back") from None
 
 
-def start_ahead(processes: int) -> None:
-    """Start the fork server now (where `processes` > 1 and processes start from it), so that it loads while this
-    process loads its own models: the commands call this first. Later runs find it started."""
-    if processes > 1 and _context().get_start_method() == "forkserver":
+def start_ahead(processes: int, device: str) -> None:
+    """Start the fork server now (where `processes` > 1 and processes on `device` start from it), so that it loads
+    while this process loads its own models: the commands call this first. Later runs find it started."""
+    if processes > 1 and _context(device).get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
 
 
-def _context():
+def _context(device: str):
     """How the processes start (FACERUN_PROCESS_START): forked from the fork server, which loaded face/preload.py
     once (started on first use and kept for this process's life, so a second run's processes start at once), or
-    spawned. Never forked from this process: a device, threads or a BLAS pool must not be copied."""
-    if (settings.get("FACERUN_PROCESS_START") == "forkserver"
+    spawned. On the CPU they are spawned: what the server loads ahead is mostly the GPU's (wgpu, its C types),
+    and on a small machine it takes a core from this process's own loading (2 cores, 10 photos, `index
+    --processes 2`: 7.4 s against 5.0 spawned). Never forked from this process: a device, threads or a BLAS pool
+    must not be copied."""
+    if (device != "cpu" and settings.get("FACERUN_PROCESS_START") == "forkserver"
             and "forkserver" in multiprocessing.get_all_start_methods()):
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["facerun.face.preload"])  # read when the server starts
