@@ -17,7 +17,8 @@ from people_fixtures import YUNET, copy_photos, need_real_data
 from facerun.cli import main as cli
 from facerun.errors import GpuError
 from facerun.face.detect import Detector
-from facerun.face.library import iter_photo_faces
+from facerun.face.engines import run
+from facerun.face.library import LibraryOptions, iter_photo_faces
 from facerun.face.processes import iter_photo_faces_in_processes
 
 NAMES = ("group/fr_obama_and_biden.jpg", "obama/obama3.jpg", "group/openface_longoria-cooper.jpg",
@@ -158,6 +159,27 @@ def test_the_parent_runs_photos_while_its_processes_start(photos, monkeypatch, m
         assert _faces(a) == _faces(b) and a.error == b.error
         assert np.allclose(a.embeddings, b.embeddings, atol=1e-5)
     assert multiprocessing.active_children() == []
+
+
+def test_the_parent_runs_photos_on_the_detector_it_was_given(photos, monkeypatch):
+    from facerun.face import detect
+    from facerun.face.library import LibraryStats
+
+    monkeypatch.setenv("FACERUN_PARENT_RUNS", "always")
+    options = {"model": str(YUNET), "device": "cpu", "max_side": 640}
+    loaded = Detector(**options)
+    want = list(iter_photo_faces(photos, loaded))
+
+    class NotAgain(Detector):
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("the parent made a detector of its own")
+
+    monkeypatch.setattr(detect, "Detector", NotAgain)  # the processes import their own: this one is the parent's
+    stats = LibraryStats()
+    got = list(run(photos, loaded, None, LibraryOptions(engine="processes", processes=2, workers=1,
+                                                          detector_args=options), stats=stats))
+    assert stats.counted["photos_here"] >= 1
+    assert [_faces(a) for a in got] == [_faces(b) for b in want]
 
 
 class _OwnEmbedder:

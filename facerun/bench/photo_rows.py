@@ -167,27 +167,31 @@ def _fill(row: PhotoRow, stats, paid: dict) -> float:
 
 
 def processes_row(job: PhotoJob, name: str, device: str, embed_model=None) -> PhotoRow:
-    """The library run over job.processes processes: the clock starts before they are spawned, so their start-up
-    (imports, device, check) is in every figure; the checks and programs are theirs, summed."""
-    from ..face.detect import _card
+    """The library run over job.processes processes: the clock starts before they are spawned (this process's own
+    models loaded, as a one-process row's), so their start-up (imports, device, check) is in every figure; the
+    checks and programs are theirs, summed."""
+    from ..face.detect import Detector, _card
     from ..face.embed import Embedder
     from ..face.engines import run
     from ..face.library import LibraryOptions, LibraryStats
-    from ..face.processes import start_ahead
+    from ..face.processes import parent_runs, start_ahead
 
     photos, detector_model, batch, processes = job.photos, job.detector_model, job.batch, job.processes
     row = PhotoRow(name + ("+embed" if embed_model is not None else ""), processes=processes)
     start_ahead(processes, device)  # as the commands do: the fork server loads while the models here load
-    models = _models(row, device, lambda: (Embedder(embed_model, device=device) if embed_model is not None else None,))
+    options = {"model": str(_card(detector_model).path), "device": device, "for_alignment": embed_model is not None}
+    # as the commands load them: the embedder, and where this process runs photos too, its detector
+    models = _models(row, device, lambda: (Embedder(embed_model, device=device) if embed_model is not None else None,
+                                           Detector(**options) if parent_runs() else None))
     if models is None:
         return row
-    embedder = models[0]
-    options = {"model": str(_card(detector_model).path), "device": device, "for_alignment": embedder is not None}
-    stats = LibraryStats()
+    embedder, detector = models
+    stats = LibraryStats()  # the clock starts here, before the processes are spawned
     devices = set()
     try:
-        for photo in run(photos, options, embedder, LibraryOptions(batch=batch, engine="processes",
-                                                                   processes=processes), stats=stats):
+        for photo in run(photos, detector, embedder, LibraryOptions(batch=batch, engine="processes",
+                                                                    processes=processes, detector_args=options),
+                         stats=stats):
             row.faces_by_photo.append([(float(f.score), tuple(float(v) for v in f.box)) for f in photo.faces])
             if photo.device:
                 devices.add(photo.device)

@@ -112,7 +112,7 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     from ..face.engines import run
     from ..face.images import iter_images, load_image
     from ..face.library import LibraryOptions
-    from ..face.processes import start_ahead
+    from ..face.processes import parent_runs, start_ahead
 
     one_output(as_json, as_csv)
     paths = iter_images(images)
@@ -121,9 +121,10 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     draw_target = _draw_target(draw_to, len(paths)) if draw_to else None
     processes = min(processes, len(paths))
     start_ahead(processes, device)  # the processes' fork server loads while this process loads its detector
-    # with processes, this one only names the family and checks the options: the network runs in them
-    detector = make_detector(model, "cpu" if processes > 1 else device, score, nms, top_k, max_side, runtime,
-                             input_size)
+    # with processes, this one names the family and checks the options, and runs photos while they start
+    # (FACERUN_PARENT_RUNS; else it stays on the CPU: the network runs in them)
+    detector = make_detector(model, device if processes == 1 or parent_runs() else "cpu", score, nms, top_k,
+                             max_side, runtime, input_size)
     options = LibraryOptions(keep_images=draw_target is not None, draft=not full_decode)
     if processes > 1:  # each process makes its detector of these arguments; a drawing decodes its photo again here
         arguments = {"model": str(detector.model_path), "device": device, "score": score, "nms": nms, "top_k": top_k,

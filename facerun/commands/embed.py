@@ -25,7 +25,7 @@ from .common import (
     progress_bar,
     short_paths,
 )
-from .engine import embed_on_ray, engine_options, local_options, local_processes, ray_settings
+from .engine import detector_device, embed_on_ray, engine_options, local_options, local_processes, ray_settings
 from .options import (
     batch_option,
     box_cells,
@@ -129,7 +129,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
     processes = min(processes, len(paths))
     embedder = make_embedder(model, device, input_size, mean, std, bgr, precision=precision)
-    detector = make_detector(detector_model, "cpu" if processes > 1 else device)  # processes make their own
+    detector = make_detector(detector_model, detector_device(processes, device))  # processes make their own
     options = local_options(processes, detector, device, batch=batch, all_faces=all_faces)
 
     if embedder.note:

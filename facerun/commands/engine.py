@@ -49,6 +49,14 @@ def local_processes(engine: str, processes: int, device: str) -> int:
     return processes
 
 
+def detector_device(processes: int, device: str) -> str:
+    """Where this process loads its detector: on `device`, unless processes run every photo (then on the CPU, only
+    to name and check it); while they start, this process runs photos too (FACERUN_PARENT_RUNS)."""
+    from ..face.processes import parent_runs
+
+    return device if processes <= 1 or parent_runs() else "cpu"
+
+
 def local_options(processes: int, detector, device: str, **options):
     """The library run's LibraryOptions for --engine local: this process's threads, or `processes` processes that
     each make the detector the one here names (that one loads on the CPU, to name and check it) on `device`."""

@@ -11,7 +11,7 @@ import click
 from ..people.index import LOST_REFUSE_MIN
 from .common import err, error_line, finish, json_dumps, plural, progress_bar
 from .embed import embedder_options, make_detector, make_embedder
-from .engine import engine_options, local_options, local_processes, ray_settings
+from .engine import detector_device, engine_options, local_options, local_processes, ray_settings
 from .options import batch_option, json_option
 from .types import FiniteRange
 
@@ -103,7 +103,7 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
         here = device if settings is None else "cpu"
         embedder = embedder_for(index.stored_model(), model, here, input_size, mean, std, bgr)
         index.check_embedder(embedder)  # before the detector loads: a wrong model fails at once
-        detector = make_detector(detector_model, here if processes == 1 else "cpu")  # processes make their own
+        detector = make_detector(detector_model, here if settings is not None else detector_device(processes, here))
         options = local_options(processes, detector, device, batch=batch)
         if settings is not None:
             settings.models = {**settings.models, "model": model if model is not None else index.stored_model(),

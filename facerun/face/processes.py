@@ -89,7 +89,11 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
                                                results), name=f"facerun-library-{i}", daemon=True)
              for i in range(processes)]
     mode = settings.get("FACERUN_PARENT_RUNS") if here is None else "off"
-    parent = _Parent(dict(arguments), embedder, local, tasks, results) if mode != "off" else None
+    # this process's own run takes the detector given, where it is loaded where the processes run theirs
+    loaded = detector if detector is not None and not isinstance(detector, Mapping) else None
+    if loaded is not None and (getattr(loaded, "device", "cpu") == "cpu") != (arguments.get("device") == "cpu"):
+        loaded = None
+    parent = _Parent(dict(arguments), loaded, embedder, local, tasks, results) if mode != "off" else None
     try:
         spawned = time.time()
         for p in procs:
@@ -170,6 +174,12 @@ def _next(results, procs, busy=None) -> tuple:
                     return results.get(timeout=POLL_S)
                 except queue.Empty:
                     raise FacerunError("the library processes ended before every photo came back") from None
+
+
+def parent_runs() -> bool:
+    """Whether the process starting the processes runs photos too (FACERUN_PARENT_RUNS): the commands then load its
+    detector where the network runs, so that it starts at once."""
+    return settings.get("FACERUN_PARENT_RUNS") != "off"
 
 
 def start_ahead(processes: int, device: str) -> None:
@@ -256,8 +266,8 @@ class _Parent:
     through the results queue like a process's; `stop` makes it take no more photos (those taken are finished and
     handed on), `close` ends it (what it has not handed on is dropped: the run is over)."""
 
-    def __init__(self, detector: dict, embedder, options: LibraryOptions, tasks, results):
-        self.detector, self.embedder, self.options = detector, embedder, options
+    def __init__(self, detector: dict, loaded, embedder, options: LibraryOptions, tasks, results):
+        self.detector, self.loaded, self.embedder, self.options = detector, loaded, embedder, options
         self.tasks, self.results = tasks, results
         self.stats = LibraryStats()
         self.counted: dict = {}
@@ -303,7 +313,7 @@ class _Parent:
 
         before = counters.snapshot()
         try:
-            det = Detector(**self.detector)
+            det = self.loaded if self.loaded is not None else Detector(**self.detector)
             order: list[int] = []
             run = observed(threads(self._source(order), det, self.embedder, self.options, self.stats), self.stats)
             for i, result in enumerate(run):
@@ -329,4 +339,4 @@ def _error(name: str, message: str) -> FacerunError:
     return error
 
 
-__all__ = ["engine", "iter_photo_faces_in_processes", "start_ahead"]
+__all__ = ["engine", "iter_photo_faces_in_processes", "parent_runs", "start_ahead"]
