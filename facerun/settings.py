@@ -207,8 +207,9 @@ SETTINGS: tuple[Setting, ...] = (
             "process that starts them runs photos too (detecting, and embedding with a facerun embedder): until "
             "every process is ready, so their start-up is not lost; throughout; or never", _parent_runs),
     Setting("FACERUN_PROCESS_START", "`forkserver` `spawn`", "forkserver", "how `--processes` starts its "
-            "processes: forked from a server that imported facerun and wgpu once, ahead (where the platform has "
-            "one), or each a new interpreter importing them itself", _process_start),
+            "processes on the GPU: forked from a server that imported facerun and wgpu once, ahead (where the "
+            "platform has one), or each a new interpreter importing them itself (as on the CPU, always)",
+            _process_start),
     Setting("FACERUN_POST_THREADS", "count", None, "threads of a library run that post-process the detector's "
             "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "
