@@ -20,6 +20,7 @@ send the crops back, and they are embedded here in input order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -64,8 +65,9 @@ def iter_photo_faces_in_processes(paths: Iterable, detector: dict, processes: in
 def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: LibraryStats
            ) -> Iterator[PhotoFaces]:
     """The processes engine (face/engines.py): options.processes processes, each making its detector from
-    options.detector_args (else `detector`, when that is those keyword arguments: a loaded one stays here);
-    options.workers decoding threads in each. The results in input order, not yet counted in `stats`."""
+    options.detector_args (else `detector`, when that is those keyword arguments); options.workers decoding threads
+    in each. A loaded `detector` stays here: this process runs photos on it while the processes start, where it is
+    loaded where theirs run (FACERUN_PARENT_RUNS). The results in input order, not yet counted in `stats`."""
     arguments = options.detector_args if options.detector_args is not None else detector
     if not isinstance(arguments, Mapping):
         raise InputError("the processes engine makes a detector in each process: give the Detector's keyword "
@@ -316,9 +318,12 @@ class _Parent:
             det = self.loaded if self.loaded is not None else Detector(**self.detector)
             order: list[int] = []
             run = observed(threads(self._source(order), det, self.embedder, self.options, self.stats), self.stats)
-            for i, result in enumerate(run):
-                result.device = det.device
-                self._put(("photo", order[i], result, []))
+            with contextlib.closing(run):  # the run over (an error, Ctrl-C): its threads stop at once
+                for i, result in enumerate(run):
+                    if self._over.is_set():
+                        break
+                    result.device = det.device
+                    self._put(("photo", order[i], result, []))
         except FacerunError as e:
             self._put(("error", type(e).__name__, str(e)))
         except Exception as e:  # a bug: one line in the run, as a process's
