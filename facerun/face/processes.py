@@ -1,12 +1,14 @@
 """The library run over several processes (`facerun detect|embed|index --processes N`): each process has its own
 Python, so its own GIL, its own device queue and its own threaded pipeline (library.iter_photo_faces), and they share
-out the photos; with an embedder they also align the faces, and the crops are embedded here, in photo order.
+out the photos; with an embedder they also align and embed the faces, and the results are put back in photo order
+here.
 
 Why: in one process every stage's Python (decoding's, the compiler's for each new size, the network thread's
 recording of GPU work, NMS) takes turns on one GIL, which bounds a library run on a fast GPU whatever the GPU's
-speed. N processes lift that bound N times, at a start-up cost: each process imports facerun, makes its device and
-checks it against the CPU (seconds, in parallel), so it pays from a few hundred photos on (the figures:
-docs/bench/code-figures.md).
+speed. N processes lift that bound N times, at a start-up cost: each process makes its device and models and checks
+them against the CPU. On the GPU they are forked from a fork server that imported facerun, onnx and wgpu once
+(face/preload.py), and this process runs photos itself until they are ready (`_Parent`), so the start-up is
+short and not idle; it still pays only from a few thousand photos on (the figures: docs/benchmarks.md).
 
 The contract is iter_photo_faces's (one result per path, in input order, errors as results, same faces): each process
 runs that very loop (library.threads, with the run's LibraryOptions) on the photos it takes from one shared queue,
