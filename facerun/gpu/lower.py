@@ -16,6 +16,7 @@ from math import prod
 import numpy as np
 
 from .. import program as P
+from .. import settings
 from . import kernels as K
 from .fusion import Fusion, fusions, prologues, separable_pairs
 from .items import item_count
@@ -108,6 +109,7 @@ class _Lowering:
                  separable: bool = True):
         self.prog = prog
         self.half = half
+        self.half_math = half and settings.get("FACERUN_F16_MATH")  # each K step's products summed in f16
         self.limits = limits
         self.const = const
         # const.derived(role, sources, extra, make): the buffer of make()'s data, kept by the identity of `sources`
@@ -535,7 +537,9 @@ class _Lowering:
         epi_buf = self._epilogue(bias, act, cout)
         if owner is plan:
             self.out.conv_plans.append((self.node, plan.describe()))
-        kernel = K.conv_kernel(plan, half, half_out)
+        # f16 sums only for F(2x2)'s products: F(4x4)'s transforms grow the values, and their f16 sums failed the
+        # check on an IResNet's 512-channel layers
+        kernel = K.conv_kernel(plan, half, half_out, half and self.half_math and getattr(owner, "m", 0) == 2)
         # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
         (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
         common = _epilogue_fields(act, bias, res_ref, cout)
