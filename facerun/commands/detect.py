@@ -92,8 +92,8 @@ def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun",
               help="Write annotated copies: to the file OUT for one image, else into the folder OUT (as PNG).")
 @option("--processes", "processes", type=click.IntRange(min=1), default=1, show_default=True,
         detail="(N), each with its own Python, device queue and check of the GPU: one process is bound by "
-               "Python's GIL at about 100 photos/s on a fast GPU. Each process takes seconds to start, so this "
-               "pays on libraries of a few hundred photos and more.")
+               "Python's GIL (some 300-450 photos/s on a fast GPU). Each process takes a second or more to start, "
+               "so this pays on libraries of thousands of photos, on 12 or more cores.")
 @click.option("--full-decode", is_flag=True,
               help="Decode every JPEG at full size. By default, when only the faces are wanted (no --draw), a JPEG "
                    "at least twice the size YuNet shrinks it to (--max-side) is decoded scaled down by 1/2 to 1/8 in "
