@@ -209,11 +209,9 @@ def test_an_embedder_that_cannot_be_made_again_embeds_the_crops_in_the_parent(ph
 
 
 def test_an_embedder_says_how_to_make_it_again():
-    from people_fixtures import MOBILEFACENET
-
     from facerun.face.embed import Embedder
 
-    embedder = Embedder(str(MOBILEFACENET), device="cpu", mean=[127.5] * 3, threshold=0.4)
+    embedder = Embedder("mobilefacenet", device="cpu", mean=[127.5] * 3, threshold=0.4)  # the one facerun ships
     again = Embedder(**embedder.arguments())
     assert again.path == embedder.path and again.preprocessing == embedder.preprocessing
     assert (again.threshold, again.requested_device, again.precision) == (0.4, "cpu", "f32")
