@@ -135,29 +135,21 @@ def _bucket(name: str, text: str) -> int:
     return value
 
 
+def _one_of(words: tuple[str, ...]) -> Callable[[str, str], str]:
+    """A parser taking one of `words` (any case)."""
+
+    def parse(name: str, text: str) -> str:
+        word = text.strip().lower()
+        if word not in words:
+            raise InputError(f"{name} must be one of {', '.join(words)}, not '{text.strip()}'")
+        return word
+
+    return parse
+
+
 REPLAY_MODES = ("auto", "held", "native", "api")  # gpu/replay.py: how a run's commands are recorded
 PARENT_RUNS = ("until-ready", "always", "off")  # face/processes.py: when the launching process runs photos too
-
-
-def _process_start(name: str, text: str) -> str:
-    word = text.strip().lower()
-    if word not in ("forkserver", "spawn"):
-        raise InputError(f"{name} must be forkserver or spawn, not '{text.strip()}'")
-    return word
-
-
-def _parent_runs(name: str, text: str) -> str:
-    word = text.strip().lower()
-    if word not in PARENT_RUNS:
-        raise InputError(f"{name} must be one of {', '.join(PARENT_RUNS)}, not '{text.strip()}'")
-    return word
-
-
-def _replay(name: str, text: str) -> str:
-    word = text.strip().lower()
-    if word not in REPLAY_MODES:
-        raise InputError(f"{name} must be one of {', '.join(REPLAY_MODES)}, not '{text.strip()}'")
-    return word
+PROCESS_STARTS = ("forkserver", "spawn")  # face/processes.py: how the processes start on the GPU
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -205,11 +197,11 @@ SETTINGS: tuple[Setting, ...] = (
             _on, "off"),
     Setting("FACERUN_PARENT_RUNS", "`until-ready` `always` `off`", "until-ready", "with `--processes`, whether the "
             "process that starts them runs photos too (detecting, and embedding with a facerun embedder): until "
-            "every process is ready, so their start-up is not lost; throughout; or never", _parent_runs),
+            "every process is ready, so their start-up is not lost; throughout; or never", _one_of(PARENT_RUNS)),
     Setting("FACERUN_PROCESS_START", "`forkserver` `spawn`", "forkserver", "how `--processes` starts its "
             "processes on the GPU: forked from a server that imported facerun and wgpu once, ahead (where the "
             "platform has one), or each a new interpreter importing them itself (as on the CPU, always)",
-            _process_start),
+            _one_of(PROCESS_STARTS)),
     Setting("FACERUN_F16_MATH", "`on`", False, "`on`: at `--precision f16`, Winograd F(2x2)'s products are summed "
             "in f16 a few at a time (packed half-float multiply-adds), then added into the f32 sums; still checked "
             "against the CPU. Not yet timed on a GPU", _on, "off"),
@@ -237,7 +229,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_GPU_REPLAY", "`auto` `held` `native` `api`", "auto", "how GPU runs are recorded: `held` calls "
             "wgpu-native directly through ctypes, holding the interpreter lock; `native` through wgpu-py's cffi, "
             "letting go of the lock at every call; `api` goes through wgpu-py's API (the same commands); `auto`: "
-            "held where this wgpu-py's C signatures are the expected ones", _replay),
+            "held where this wgpu-py's C signatures are the expected ones", _one_of(REPLAY_MODES)),
     Setting("FACERUN_GPU_SEPARABLE", "`off`", True, "`off`: run a 1x1 convolution and the depthwise 3x3 reading "
             "it as two GPU dispatches instead of one (for A/B timings)", _gpu_on, "on"),
     Setting("FACERUN_GPU_INJECT_FAILURE", "`submit` `readback`", "",

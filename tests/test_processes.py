@@ -161,12 +161,14 @@ def test_the_parent_runs_photos_while_its_processes_start(photos, monkeypatch, m
     assert multiprocessing.active_children() == []
 
 
-def test_the_parent_runs_photos_on_the_detector_it_was_given(photos, monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_the_parent_runs_photos_on_the_detector_it_was_given(photos, monkeypatch, device):
     from facerun.face import detect
     from facerun.face.library import LibraryStats
 
     monkeypatch.setenv("FACERUN_PARENT_RUNS", "always")
-    options = {"model": str(YUNET), "device": "cpu", "max_side": 640}
+    monkeypatch.setenv("FACERUN_GPU", "off")  # "auto" is the CPU here too: the detector given is where it runs
+    options = {"model": str(YUNET), "device": device, "max_side": 640}
     loaded = Detector(**options)
     want = list(iter_photo_faces(photos, loaded))
 

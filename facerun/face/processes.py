@@ -93,9 +93,11 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
                                                results), name=f"facerun-library-{i}", daemon=True)
              for i in range(processes)]
     mode = settings.get("FACERUN_PARENT_RUNS") if here is None else "off"
-    # this process's own run takes the detector given, where it is loaded where the processes run theirs
+    # this process's own run takes the detector given, unless it runs on the CPU where the processes were asked for
+    # the GPU (or the other way round); with "auto" it runs where auto put it here
     loaded = detector if detector is not None and not isinstance(detector, Mapping) else None
-    if loaded is not None and (getattr(loaded, "device", "cpu") == "cpu") != (arguments.get("device") == "cpu"):
+    asked = arguments.get("device", "auto")
+    if loaded is not None and asked != "auto" and (getattr(loaded, "device", "cpu") == "cpu") != (asked == "cpu"):
         loaded = None
     parent = _Parent(dict(arguments), loaded, embedder, local, tasks, results) if mode != "off" else None
     try:

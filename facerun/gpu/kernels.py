@@ -233,8 +233,8 @@ def _evaluate(expr: str, env: dict):
 def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, half_out: bool = False,
                half_math: bool = False) -> Kernel:
     """half: its input and weights stored as f16 (Winograd's planes at --precision f16), the sums in f32;
-    half_out: the sums written as f16 (Winograd's products, unsplit); half_math (with half): each K step's products
-    summed in f16 (FACERUN_F16_MATH)."""
+    half_out: the sums written as f16 (Winograd's products, unsplit); half_math (with half): its products summed in
+    f16, KU at a time, then into the f32 sums (FACERUN_F16_MATH)."""
     tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
     wg = tx * ty
     a_vec = tile.bk * tile.bm // 4
@@ -300,7 +300,7 @@ def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: boo
                 half_math: bool = False) -> Kernel:
     """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it): for
     Winograd, that of its products. half: reading f16 input and weights (Winograd's products at --precision f16);
-    half_out: writing f16 sums; half_math: summing each K step's products in f16."""
+    half_out: writing f16 sums; half_math: summing the products in f16, KU at a time."""
     if plan.kernel == "winograd":
         return conv_kernel(plan.gemm, half, half_out, half_math)
     if plan.kernel == "depthwise":
