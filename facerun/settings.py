@@ -198,6 +198,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PARENT_RUNS", "`until-ready` `always` `off`", "until-ready", "with `--processes`, whether the "
             "process that starts them runs photos too (detecting, and embedding with a facerun embedder): until "
             "every process is ready, so their start-up is not lost; throughout; or never", _one_of(PARENT_RUNS)),
+    Setting("FACERUN_PROCESSES_FROM", "count", 2000, "`--processes auto` (the default): the fewest photos a run "
+            "shares out over processes (on a GPU, with 12 cores or more); fewer run in this process alone", _count),
     Setting("FACERUN_PROCESS_START", "`forkserver` `spawn`", "forkserver", "how `--processes` starts its "
             "processes on the GPU: forked from a server that imported facerun and wgpu once, ahead (where the "
             "platform has one), or each a new interpreter importing them itself (as on the CPU, always)",

@@ -76,7 +76,7 @@ def test_a_plain_detector_decodes_at_full_size_even_in_a_detect_only_run(yunet_c
 
 
 def test_the_engine_table_names_every_engine_and_refuses_an_unknown_one_before_any_work():
-    assert list(ENGINES) == ["threads", "serial", "processes", "ray"]
+    assert list(ENGINES) == ["threads", "serial", "processes", "auto", "ray"]
 
     def paths():
         raise AssertionError("no photo may be listed for an unknown engine")
@@ -84,7 +84,7 @@ def test_the_engine_table_names_every_engine_and_refuses_an_unknown_one_before_a
 
     with pytest.raises(InputError) as caught:
         run(paths(), None, None, LibraryOptions(engine="gpu-farm"))
-    assert str(caught.value) == "unknown library engine 'gpu-farm' (one of threads, serial, processes, ray)"
+    assert str(caught.value) == "unknown library engine 'gpu-farm' (one of threads, serial, processes, auto, ray)"
 
 
 def test_the_options_are_one_checked_frozen_value():

@@ -230,6 +230,7 @@ def test_index_over_processes_writes_the_in_process_database(photos, tmp_path):
     assert one.exit_code == two.exit_code == 1  # the broken file
     a, b = json.loads(one.stdout), json.loads(two.stdout)
     assert (a["added"], a["faces"], a["faces_total"]) == (b["added"], b["faces"], b["faces_total"]) and a["faces"] > 5
+    assert (a["processes"], b["processes"]) == (1, 2)  # the default, auto, is one process on the CPU
     from facerun.people.index import FaceIndex
 
     with FaceIndex(tmp_path / "one.db") as x, FaceIndex(tmp_path / "two.db") as y:
@@ -287,3 +288,52 @@ def test_a_process_adopts_exactly_its_parents_settings(monkeypatch):
     settings.adopt(taken)
     assert settings.get("FACERUN_POST_THREADS") == 3 and "FACERUN_PHOTO_BATCH" not in os.environ
     assert os.environ["UNRELATED_VARIABLE"] == "kept"
+
+
+@pytest.mark.parametrize("photos_, cores, on_gpu, want", [
+    (4120, 16, True, 4), (4120, 12, True, 3), (4120, 64, True, 4),  # one a 4 cores, at most 4
+    (4120, 8, True, 1),  # too few cores to decode for several
+    (1999, 16, True, 1),  # too few photos to pay for their start
+    (100000, 16, False, 1),  # the CPU: processes lost to one there
+])
+def test_auto_runs_processes_only_where_they_measured_faster(photos_, cores, on_gpu, want):
+    from facerun.face.processes import auto_count
+
+    assert auto_count(photos_, cores, on_gpu, least_photos=2000) == want
+
+
+def test_auto_shares_out_over_processes_on_a_gpu_with_the_same_faces(photos, gpu, monkeypatch):
+    from facerun.face import processes
+    from facerun.face.library import LibraryStats
+
+    monkeypatch.setattr(processes, "available_cores", lambda: 12)  # this machine's 2 would never share out
+    monkeypatch.setenv("FACERUN_PROCESSES_FROM", "2")
+    options = {"model": str(YUNET), "device": "gpu", "max_side": 480}
+    loaded = Detector(**options)
+    assert loaded.device != "cpu"
+    want = list(iter_photo_faces(photos[:2], loaded))
+    shared, alone, on_cpu = LibraryStats(), LibraryStats(), LibraryStats()
+    auto = LibraryOptions(engine="auto", workers=1, detector_args=options)
+    got = list(run(photos[:2], loaded, None, auto, stats=shared))
+    assert shared.processes == 2 and len(shared.process_starts) >= 1  # min(12 // 4, 2 photos)
+    assert [_faces(a) for a in got] == [_faces(b) for b in want]
+    assert [r.path for r in run(photos[:1], loaded, None, auto, stats=alone)] == photos[:1]
+    assert alone.processes == 1 and alone.process_starts == []  # one photo: under FACERUN_PROCESSES_FROM
+    cpu = Detector(**{**options, "device": "cpu"})
+    list(run(photos[:2], cpu, None, LibraryOptions(engine="auto", workers=1, detector_args={**options,
+                                                                                            "device": "cpu"}),
+             stats=on_cpu))
+    assert on_cpu.processes == 1 and on_cpu.process_starts == []
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("given, ok", [("auto", True), ("AUTO", True), ("3", True), ("0", False), ("many", False),
+                                       ("-1", False)])
+def test_processes_takes_a_count_or_auto(given, ok, tmp_path):
+    from facerun.commands.types import AUTO, ProcessCount
+
+    if ok:
+        assert ProcessCount().convert(given, None, None) in (AUTO, 3)
+    result = CliRunner().invoke(cli, ["detect", str(tmp_path / "none.jpg"), "--processes", given])
+    assert result.exit_code == (1 if ok else 2)  # valid: then the missing photo; invalid: a usage error
+    assert ("is not a count" in result.stderr) != ok

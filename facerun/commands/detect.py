@@ -25,6 +25,7 @@ from .common import (
     progress_bar,
     short_paths,
 )
+from .engine import detector_device, local_processes
 from .options import (
     DETECTOR_DETAIL,
     box_cells,
@@ -33,11 +34,11 @@ from .options import (
     device_option,
     json_option,
     one_output,
-    option,
     print_csv,
+    processes_option,
     size_option,
 )
-from .types import FiniteRange
+from .types import AUTO, FiniteRange
 
 DRAW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP"}
 
@@ -90,10 +91,9 @@ def make_detector(model, device, score, nms, top_k, max_side, runtime="facerun",
 @csv_option("instead of tables: image,face,score,x,y,w,h, one row per face (none for a photo without).")
 @click.option("--draw", "draw_to", type=click.Path(path_type=Path), metavar="OUT",
               help="Write annotated copies: to the file OUT for one image, else into the folder OUT (as PNG).")
-@option("--processes", "processes", type=click.IntRange(min=1), default=1, show_default=True,
-        detail="(N), each with its own Python, device queue and check of the GPU: one process is bound by "
-               "Python's GIL (some 300-450 photos/s on a fast GPU). Each process takes a second or more to start, "
-               "so this pays on libraries of thousands of photos, on 12 or more cores.")
+@processes_option("(N), each with its own Python, device queue and check of the GPU: one process is bound by "
+                  "Python's GIL (some 300-450 photos/s on a fast GPU). Each process takes a second or more to "
+                  "start, so this pays on libraries of thousands of photos, on 12 or more cores.")
 @click.option("--full-decode", is_flag=True,
               help="Decode every JPEG at full size. By default, when only the faces are wanted (no --draw), a JPEG "
                    "at least twice the size YuNet shrinks it to (--max-side) is decoded scaled down by 1/2 to 1/8 in "
@@ -112,25 +112,25 @@ def command(images, model, device, runtime, score, nms, input_size, top_k, max_s
     from ..face.engines import run
     from ..face.images import iter_images, load_image
     from ..face.library import LibraryOptions
-    from ..face.processes import parent_runs, start_ahead
 
     one_output(as_json, as_csv)
     paths = iter_images(images)
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
     draw_target = _draw_target(draw_to, len(paths)) if draw_to else None
-    processes = min(processes, len(paths))
-    start_ahead(processes, device)  # the processes' fork server loads while this process loads its detector
+    # the processes' fork server (where they may run) loads while this process loads its detector
+    processes = local_processes("local", processes, device, len(paths))
     # with processes, this one names the family and checks the options, and runs photos while they start
     # (FACERUN_PARENT_RUNS; else it stays on the CPU: the network runs in them)
-    detector = make_detector(model, device if processes == 1 or parent_runs() else "cpu", score, nms, top_k,
-                             max_side, runtime, input_size)
+    detector = make_detector(model, detector_device(processes, device), score, nms, top_k, max_side, runtime,
+                             input_size)
     options = LibraryOptions(keep_images=draw_target is not None, draft=not full_decode)
-    if processes > 1:  # each process makes its detector of these arguments; a drawing decodes its photo again here
+    if processes != 1:  # each process makes its detector of these arguments; a drawing decodes its photo again here
         arguments = {"model": str(detector.model_path), "device": device, "score": score, "nms": nms, "top_k": top_k,
                      "max_side": max_side, "runtime": runtime, "input_size": parse_size(input_size, "--size")}
-        options = LibraryOptions(draft=not full_decode, engine="processes", processes=processes,
-                                 detector_args=arguments)
+        many = {"engine": "auto"} if processes == AUTO else {"engine": "processes", "processes": processes}
+        options = LibraryOptions(keep_images=draw_target is not None, draft=not full_decode, detector_args=arguments,
+                                 **many)
     photos = run(paths, detector, None, options)
 
     failed = False

@@ -113,7 +113,8 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     models = {"model": model, "detector": detector_model, "device": device, "input_size": input_size, "mean": mean,
               "std": std, "bgr": bgr}
     one_output(as_json, as_csv)
-    local_processes(engine, processes, device)
+    if engine == "ray":
+        local_processes(engine, processes, device)  # refuses a count of processes beside it
     if precision != "f32" and (engine != "local" or device == "cpu"):
         raise InputError(f"--precision {precision} is for the local GPU (--device auto or gpu, --engine local)")
     settings = ray_settings(engine, ray_address, workers, gpus_per_worker, batch=batch, all_faces=all_faces,
@@ -127,7 +128,7 @@ def command(images, model, device, detector_model, input_size, mean, std, bgr, b
     paths = iter_images(images)
     if not paths:
         raise InputError(f"no images found in {', '.join(str(p) for p in images)}")
-    processes = min(processes, len(paths))
+    processes = local_processes(engine, processes, device, len(paths))
     embedder = make_embedder(model, device, input_size, mean, std, bgr, precision=precision)
     detector = make_detector(detector_model, detector_device(processes, device))  # processes make their own
     options = local_options(processes, detector, device, batch=batch, all_faces=all_faces)

@@ -10,7 +10,8 @@ import click
 
 from ..errors import FacerunError, InputError
 from .common import Interrupted, err, error_line, finish, json_dumps, out, plural, progress_bar
-from .options import actors_option, gpus_per_actor_option, option
+from .options import actors_option, gpus_per_actor_option, processes_option
+from .types import AUTO
 
 ENGINES = ("local", "ray")
 
@@ -26,45 +27,58 @@ def engine_options(function):
                           "`ray start`). Default: start a local Ray instance on this machine's cores."),
         actors_option(),
         gpus_per_actor_option(),
-        option("--processes", "processes", type=click.IntRange(min=1), default=1, show_default=True,
-               detail="(local engine): they detect, align and embed, each with its own Python, device queue, "
-                      "models and check of the GPU (one process is bound by Python's GIL), --batch faces at a time "
-                      "across its photos; results come in photo order, as with one. Each process takes a second or "
-                      "more to start: this pays on libraries of thousands of photos, on 12 or more cores."),
+        processes_option("(N, local engine): they detect, align and embed, each with its own Python, device queue, "
+                         "models and check of the GPU (one process is bound by Python's GIL), --batch faces at a "
+                         "time across its photos; results come in photo order, as with one. Each process takes a "
+                         "second or more to start: this pays on libraries of thousands of photos, on 12 or more "
+                         "cores."),
     ]
     for decorate in reversed(options):
         function = decorate(function)
     return function
 
 
-def local_processes(engine: str, processes: int, device: str) -> int:
-    """--processes, refused beside --engine ray (Ray has its own workers); the processes' fork server started
+def local_processes(engine: str, processes: int | str, device: str, photos: int | None = None) -> int | str:
+    """--processes: a count, or AUTO where processes may pay (`photos` on `device`, None: not counted yet), else 1.
+    A count above 1 is refused beside --engine ray (Ray has its own workers). The processes' fork server is started
     now, to load while this process loads its models."""
-    if processes > 1 and engine == "ray":
-        raise InputError("--processes applies to --engine local (Ray's are --actors)")
-    from ..face.processes import start_ahead
+    if engine == "ray":
+        if processes != AUTO and processes > 1:
+            raise InputError("--processes applies to --engine local (Ray's are --actors)")
+        return 1
+    from ..face.processes import auto_count, available_cores, start_ahead
 
-    if engine == "local":
-        start_ahead(processes, device)
+    if processes == AUTO:
+        from .. import settings
+
+        least = settings.get("FACERUN_PROCESSES_FROM")
+        if auto_count(least if photos is None else photos, available_cores(), device != "cpu", least) == 1:
+            return 1
+    elif photos is not None:
+        processes = min(processes, photos)
+    start_ahead(2 if processes == AUTO else processes, device)
     return processes
 
 
-def detector_device(processes: int, device: str) -> str:
+def detector_device(processes: int | str, device: str) -> str:
     """Where this process loads its detector: on `device`, unless processes run every photo (then on the CPU, only
-    to name and check it); while they start, this process runs photos too (FACERUN_PARENT_RUNS)."""
+    to name and check it); while they start, this process runs photos too (FACERUN_PARENT_RUNS). With AUTO on
+    `device`: where it runs says whether processes pay."""
     from ..face.processes import parent_runs
 
-    return device if processes <= 1 or parent_runs() else "cpu"
+    return device if processes == AUTO or processes <= 1 or parent_runs() else "cpu"
 
 
-def local_options(processes: int, detector, device: str, **options):
-    """The library run's LibraryOptions for --engine local: this process's threads, or `processes` processes that
-    each make the detector the one here names (that one loads on the CPU, to name and check it) on `device`."""
+def local_options(processes: int | str, detector, device: str, **options):
+    """The library run's LibraryOptions for --engine local: this process's threads, or `processes` processes (AUTO:
+    as many as pay, face.processes.auto_count) that each make the detector the one here names on `device`."""
     from ..face.library import LibraryOptions
 
-    if processes <= 1:
+    if processes != AUTO and processes <= 1:
         return LibraryOptions(**options)
     arguments = {"model": str(detector.model_path), "device": device, "for_alignment": True}
+    if processes == AUTO:
+        return LibraryOptions(engine="auto", detector_args=arguments, **options)
     return LibraryOptions(engine="processes", processes=processes, detector_args=arguments, **options)
 
 

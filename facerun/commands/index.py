@@ -138,13 +138,14 @@ def command(photos, db_path, model, device, detector_model, input_size, mean, st
     for note in index.notes:
         err.print(f"note: {note}", markup=False)
     if as_json:
-        extra = {"engine": "ray", "devices": sorted(devices)} if settings is not None else {}
+        extra = ({"engine": "ray", "devices": sorted(devices)} if settings is not None
+                 else {"processes": stats.processes})
         click.echo(json_dumps({**report.to_dict(), "db": str(db_path), "model": embedder.name,
                                "photos_total": totals["photos"], "faces_total": totals["faces"],
                                "photos_missing": totals["missing_photos"], "faces_missing": totals["missing_faces"],
                                **extra}, indent=2))
     else:
-        _print_summary(db_path, report, totals, embedder, settings, devices)
+        _print_summary(db_path, report, totals, embedder, settings, devices, stats.processes)
     if report.failed:
         finish(False)
 
@@ -155,8 +156,9 @@ SKIP_WORDS = {"link_loops": ("link loop", "link loops"), "duplicate_links": ("li
               "unreadable_folders": ("unreadable folder", "unreadable folders")}
 
 
-def _print_summary(db_path, report, totals, embedder, settings, devices) -> None:
+def _print_summary(db_path, report, totals, embedder, settings, devices, processes: int) -> None:
     speed = f", {report.indexed / report.seconds:.2f} photos/s" if report.indexed and report.seconds else ""
+    speed += f" over {processes} processes" if processes > 1 else ""
     news = "".join(f", {n} {what}" for n, what in ((report.missing, "now missing"), (report.back, "back")) if n)
     click.echo(f"{db_path}: {report.added} added, {report.changed} changed, {report.unchanged} unchanged, "
                f"{report.removed} removed, {len(report.failed)} unreadable{news}; {plural(report.faces, 'face')} "

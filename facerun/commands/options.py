@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import click
 
 from ..errors import InputError
-from .types import FiniteRange
+from .types import AUTO, FiniteRange, ProcessCount
 
 
 @dataclass(frozen=True)
@@ -208,6 +208,15 @@ def batch_option(default: int, detail: str, type=None):
 
 def workers_option(detail: str = "(default: the cores but one, at most 8, or 12 feeding a GPU)."):
     return option("--workers", "workers", type=click.IntRange(0, 64), default=None, detail=detail)
+
+
+PROCESSES_AUTO = ("auto: several where they measured faster than one, on a GPU, for 2000 photos or more "
+                  "($FACERUN_PROCESSES_FROM) on 12 cores or more (one per 4 cores, at most 4); else one.")
+
+
+def processes_option(detail: str):
+    return option("--processes", "processes", type=ProcessCount(), default=AUTO, show_default=True,
+                  detail=f"{detail} {PROCESSES_AUTO}")
 
 
 def actors_option():

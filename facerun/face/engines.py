@@ -1,7 +1,8 @@
 """The library run behind one entry: `run(paths, detector, embedder, options)`, whichever engine options.engine names.
 
 ENGINES is the table: "threads" (the pipelined run of this process) and "serial" (one photo after another) are
-face/library.py's, "processes" is face/processes.py's, "ray" face/ray_engine.py's. Each engine takes (paths,
+face/library.py's, "processes" is face/processes.py's, "auto" (threads, or processes where they pay) too, "ray"
+face/ray_engine.py's. Each engine takes (paths,
 detector, embedder, options, stats) and yields PhotoFaces; `run` checks the options, counts every result in the
 run's LibraryStats and calls progress, the same for all of them. The two engines beyond this process are imported
 when asked for (Ray's only with Ray installed). The table sits above library.py, which the engines themselves
@@ -23,6 +24,12 @@ def _processes(paths, detector, embedder, options, stats):
     return engine(paths, detector, embedder, options, stats)
 
 
+def _auto(paths, detector, embedder, options, stats):
+    from .processes import auto_engine
+
+    return auto_engine(paths, detector, embedder, options, stats)
+
+
 def _ray(paths, detector, embedder, options, stats):
     from .ray_engine import engine
 
@@ -34,6 +41,7 @@ ENGINES: dict[str, Callable[..., Iterable[PhotoFaces]]] = {
     "threads": library.threads,
     "serial": library.serial,
     "processes": _processes,
+    "auto": _auto,
     "ray": _ray,
 }
 

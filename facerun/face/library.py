@@ -62,7 +62,8 @@ class LibraryOptions:
     workers: decoding threads (None: default_workers(); per process with the processes engine); 0 with the threads
     engine runs serially. keep_images: each result keeps its decoded photo (`image`; threads and serial only).
     draft: without an embedder and kept images, large JPEGs decode scaled down (see iter_photo_faces).
-    engine: "threads" (pipelined), "serial", "processes" or "ray" (face/engines.py ENGINES).
+    engine: "threads" (pipelined), "serial", "processes", "auto" (threads, or processes where they pay:
+    face.processes.auto_count) or "ray" (face/engines.py ENGINES).
     processes: the processes engine's count; detector_args: the facerun.face.detect.Detector keyword arguments each
     process makes its own from (else the detector given to `run` must be those arguments).
     ray: the Ray engine's facerun.face.ray_engine.RaySettings (its actors load the models it names).
@@ -115,6 +116,7 @@ class LibraryStats:
         # over processes (face/processes.py): each process's start, (seconds from spawning it to its own code
         # running: the interpreter and the imports it was started with, seconds making its models)
         self.process_starts: list[tuple[float, float]] = []
+        self.processes = 1  # the processes the photos were shared out over (the processes engine; "auto" chooses)
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:

@@ -79,6 +79,7 @@ def engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: 
     if workers is None:  # the cores shared out (measured on 16: 8 processes of 2 threads beat 8 of 1, 322 to 237/s)
         workers = max(1, min(4, (os.cpu_count() or 2) // options.processes))
     processes = max(1, min(options.processes, len(paths)))
+    stats.processes = processes
     remade = getattr(embedder, "arguments", None)  # how the processes make the embedder themselves
     embedder_args = remade() if remade is not None else None
     here = embedder if embedder_args is None else None  # the embedder that stays in this process (crops back)
@@ -180,6 +181,45 @@ def _next(results, procs, busy=None) -> tuple:
                     return results.get(timeout=POLL_S)
                 except queue.Empty:
                     raise FacerunError("the library processes ended before every photo came back") from None
+
+
+# `--processes auto` (the commands' default) runs processes only where they measured faster than one process: a
+# GPU, enough photos to pay for their start (FACERUN_PROCESSES_FROM), cores enough for each to decode (4 processes
+# beat 6 and 8 on 16 cores; 2 processes lost to one; docs/benchmarks.md, stops 51 and 52).
+AUTO_CORES_EACH = 4
+AUTO_MOST = 4
+AUTO_LEAST_CORES = 12
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the platform says, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def auto_count(photos: int, cores: int, on_gpu: bool, least_photos: int) -> int:
+    """How many processes `--processes auto` runs: one, unless the network runs on a GPU, there are `least_photos`
+    photos or more and AUTO_LEAST_CORES cores or more; then one per AUTO_CORES_EACH cores, at most AUTO_MOST."""
+    if not on_gpu or photos < least_photos or cores < AUTO_LEAST_CORES:
+        return 1
+    return max(1, min(AUTO_MOST, cores // AUTO_CORES_EACH))
+
+
+def auto_engine(paths: Iterable, detector, embedder, options: LibraryOptions, stats: LibraryStats
+                ) -> Iterator[PhotoFaces]:
+    """The "auto" engine (face/engines.py): this process's threads, or `auto_count` processes (`engine`) where the
+    loaded `detector` runs on a GPU, options.detector_args says how a process makes its own, and the embedder (if
+    any) can be made again in each (`arguments`): an embedder left here measured no faster over processes."""
+    paths = list(paths)
+    on_gpu = (getattr(detector, "device", "cpu") != "cpu" and options.detector_args is not None
+              and (embedder is None or hasattr(embedder, "arguments")))
+    count = auto_count(len(paths), available_cores(), on_gpu, settings.get("FACERUN_PROCESSES_FROM"))
+    if count > 1:
+        return engine(paths, detector, embedder, dataclasses.replace(options, engine="processes", processes=count),
+                      stats)
+    return threads(paths, detector, embedder, dataclasses.replace(options, engine="threads", processes=1), stats)
 
 
 def parent_runs() -> bool:
