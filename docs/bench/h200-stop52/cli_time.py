@@ -15,7 +15,7 @@ done = subprocess.run([sys.executable, "-P", "-c", code, *args], env=env, captur
 wall = time.perf_counter() - start
 try:
     summary = json.loads(done.stdout)
-    counts = {k: summary[k] for k in ("added", "faces", "faces_total", "photos", "failed") if k in summary}
+    counts = {k: summary[k] for k in ("added", "faces", "faces_total", "photos", "failed", "processes") if k in summary}
 except (json.JSONDecodeError, TypeError):
     counts = {"stdout": done.stdout[-200:]}
 print(f"{label:>16} cli {wall:7.2f} s exit {done.returncode} {counts} {done.stderr.strip()[-200:]}")
