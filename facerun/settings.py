@@ -204,9 +204,6 @@ SETTINGS: tuple[Setting, ...] = (
             "processes on the GPU: forked from a server that imported facerun and wgpu once, ahead (where the "
             "platform has one), or each a new interpreter importing them itself (as on the CPU, always)",
             _one_of(PROCESS_STARTS)),
-    Setting("FACERUN_F16_MATH", "`on`", False, "`on`: at `--precision f16`, Winograd F(2x2)'s products are summed "
-            "in f16 a few at a time (packed half-float multiply-adds), then added into the f32 sums; still checked "
-            "against the CPU. Not yet timed on a GPU", _on, "off"),
     Setting("FACERUN_POST_THREADS", "count", None, "threads of a library run that post-process the detector's "
             "outputs (NMS) and align the faces to embed", _count, "one per two decoding threads, 1 to 4"),
     Setting("FACERUN_PHOTO_BATCH", "whole number 1-64", 8, "on the GPU, photos of one bucket run up to this many "

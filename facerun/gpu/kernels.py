@@ -146,8 +146,7 @@ class Kernel:
         """The module's WGSL: the generated constants, common.wgsl, epilogue.wgsl when asked, then the source with its
         preambles written out and its template filled in."""
         body = specialise(expand_preambles(source_text(self.file)),
-                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, "HALF_MATH": False,
-                           **dict(self.subst)})
+                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, **dict(self.subst)})
         parts = [constants(), source_text("common.wgsl")]
         if self.half:  # the directive comes before every declaration
             parts.insert(0, "enable f16;")
@@ -230,11 +229,9 @@ def _evaluate(expr: str, env: dict):
 
 
 @cache  # one object per variant: its key and layout are then worked out once
-def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, half_out: bool = False,
-               half_math: bool = False) -> Kernel:
+def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, half_out: bool = False) -> Kernel:
     """half: its input and weights stored as f16 (Winograd's planes at --precision f16), the sums in f32;
-    half_out: the sums written as f16 (Winograd's products, unsplit); half_math (with half): its products summed in
-    f16, KU at a time, then into the f32 sums (FACERUN_F16_MATH)."""
+    half_out: the sums written as f16 (Winograd's products, unsplit)."""
     tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
     wg = tx * ty
     a_vec = tile.bk * tile.bm // 4
@@ -245,8 +242,6 @@ def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, h
         subst["HALF"] = True
     if half_out:
         subst["HALF_OUT"] = True
-    if half and half_math:
-        subst["HALF_MATH"] = True
     return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
@@ -296,18 +291,17 @@ def gemv(rows: int, vec4: bool) -> Kernel:
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
-def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: bool = False,
-                half_math: bool = False) -> Kernel:
+def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: bool = False) -> Kernel:
     """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it): for
     Winograd, that of its products. half: reading f16 input and weights (Winograd's products at --precision f16);
-    half_out: writing f16 sums; half_math: summing the products in f16, KU at a time."""
+    half_out: writing f16 sums."""
     if plan.kernel == "winograd":
-        return conv_kernel(plan.gemm, half, half_out, half_math)
+        return conv_kernel(plan.gemm, half, half_out)
     if plan.kernel == "depthwise":
         return DEPTHWISE_CONV
     if plan.kernel == "direct":
         return DIRECT_CONV
-    return tiled_conv(plan.tile, plan.pointwise, plan.partial, half, half_out and not plan.partial, half_math)
+    return tiled_conv(plan.tile, plan.pointwise, plan.partial, half, half_out and not plan.partial)
 
 
 def gemm_kernel(plan: GemmPlan) -> Kernel:

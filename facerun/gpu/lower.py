@@ -16,7 +16,6 @@ from math import prod
 import numpy as np
 
 from .. import program as P
-from .. import settings
 from . import kernels as K
 from .fusion import Fusion, fusions, prologues, separable_pairs
 from .items import item_count
@@ -109,7 +108,6 @@ class _Lowering:
                  separable: bool = True):
         self.prog = prog
         self.half = half
-        self.half_math = half and settings.get("FACERUN_F16_MATH")  # F(2x2)'s products summed in f16, KU at a time
         self.limits = limits
         self.const = const
         # const.derived(role, sources, extra, make): the buffer of make()'s data, kept by the identity of `sources`
@@ -513,10 +511,7 @@ class _Lowering:
                                                         g.mpad).astype(stored))
         gemm = ConvShape(batch=1, cin=e * s.cin, h=1, w=t, cout=e * cout, oh=1, ow=t, groups=e)
         self._conv_dispatch(gemm, g, None, None, None, ("slot", planes), None, ("slot", products), wbuf=wbuf,
-                            owner=plan, half=half, half_out=half_products, final=False,
-                            # not F(4x4)'s: its transforms grow the values, and f16 sums of them failed the check
-                            # on an IResNet's 512-channel layers
-                            half_math=self.half_math and plan.m == 2)
+                            owner=plan, half=half, half_out=half_products, final=False)
         self.slots.give(planes)
         gx, gy, row = plan.output_grid
         self._add(back, dict(p, count=cout * t, row=row), [("slot", products), None, epi_buf, res_ref],
@@ -525,7 +520,7 @@ class _Lowering:
 
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
                        nhwc: bool = False, source=None, wbuf=None, owner=None, half: bool = False,
-                       half_out: bool = False, final: bool = True, half_math: bool = False) -> None:
+                       half_out: bool = False, final: bool = True) -> None:
         """`source`: the array `weight` is a view of (the identity its derived buffers are kept by). `wbuf`: the
         packed weights when the caller made them (Winograd's products); `owner`: the plan the dispatches carry when
         this convolution is part of another's (Winograd's), which then also names it in `conv_plans`. final: `out`
@@ -540,7 +535,7 @@ class _Lowering:
         epi_buf = self._epilogue(bias, act, cout)
         if owner is plan:
             self.out.conv_plans.append((self.node, plan.describe()))
-        kernel = K.conv_kernel(plan, half, half_out, half_math)
+        kernel = K.conv_kernel(plan, half, half_out)
         # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
         (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
         common = _epilogue_fields(act, bias, res_ref, cout)

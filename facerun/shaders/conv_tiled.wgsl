@@ -63,16 +63,12 @@ struct Params {
 alias stored = ${"f16" if HALF else "f32"};
 // HALF_OUT: the sums written as f16 (Winograd's products at --precision f16, never split)
 alias out_t = ${"f16" if HALF_OUT else "f32"};
-// HALF_MATH (with HALF): the tiles stay f16 in shared memory and each unrolled group of KU products is summed in f16
-// (packed half-float multiply-adds), then added into the f32 sums: only KU products at a time are summed in half
-// precision (summing a whole K step, BK of them, failed the f16 check on an IResNet's 512-channel layers)
-alias tile_t = ${"f16" if HALF_MATH else "f32"};
 // taps, per k of a group: (its input channel, its row offset ky * dh, its column offset kx * dw, 0), so the gather
 // needs no division; the table does not depend on the input size (unused when POINTWISE)
 #bindings x: stored, wt: vec4<stored>, epi, res, taps: vec4<i32> -> out_t
 
-var<workgroup> tile_a: array<vec4<tile_t>, ${BK * BM // 4}>;
-var<workgroup> tile_b: array<vec4<tile_t>, ${BK * BN // 4}>;
+var<workgroup> tile_a: array<vec4<f32>, ${BK * BM // 4}>;
+var<workgroup> tile_b: array<vec4<f32>, ${BK * BN // 4}>;
 
 // One output position's im2col column: where its input window starts.
 struct Column {
@@ -82,26 +78,26 @@ struct Column {
     ix0: i32,
 }
 
-fn im2col(k: u32, kend: u32, c: Column) -> tile_t {
+fn im2col(k: u32, kend: u32, c: Column) -> f32 {
     if (!c.ok || k >= kend) {
-        return tile_t(0.0);
+        return 0.0;
     }
 #if POINTWISE
-    return tile_t(x[c.base + k * p.h * p.w]);
+    return f32(x[c.base + k * p.h * p.w]);
 #end
 #if not POINTWISE
     let t = taps[k];
     let iy = c.iy0 + t.y;
     let ix = c.ix0 + t.z;
     if (iy < 0 || ix < 0 || iy >= i32(p.h) || ix >= i32(p.w)) {
-        return tile_t(0.0);
+        return 0.0;
     }
-    return tile_t(x[c.base + (u32(t.x) * p.h + u32(iy)) * p.w + u32(ix)]);
+    return f32(x[c.base + (u32(t.x) * p.h + u32(iy)) * p.w + u32(ix)]);
 #end
 }
 
-fn weights(at: u32, e: u32) -> vec4<tile_t> {
-    return vec4<tile_t>(wt[at + (e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)]);
+fn weights(at: u32, e: u32) -> vec4<f32> {
+    return vec4<f32>(wt[at + (e / (BM / 4u)) * p.mpad4 + e % (BM / 4u)]);
 }
 
 @compute @workgroup_size(WG)
@@ -157,7 +153,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var next_a_${r} = weights(a_base + k0 * p.mpad4, tid + ${r * WG}u);
 #end
 #if (r + 1) * WG > A_VEC
-    var next_a_${r} = vec4<tile_t>(0.0);
+    var next_a_${r} = vec4<f32>(0.0);
     if (tid + ${r * WG}u < A_VEC) {
         next_a_${r} = weights(a_base + k0 * p.mpad4, tid + ${r * WG}u);
     }
@@ -203,13 +199,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #end
         }
         for (var kq = 0u; kq < BK; kq += ${KU}u) {
-#if HALF_MATH
-#unroll i 0 TM
-#unroll j 0 NV
-            var h_${i}_${j} = vec4<f16>(0.0);
-#end
-#end
-#end
 #unroll u 0 KU
             {
                 let kk = kq + ${u}u;
@@ -222,23 +211,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #unroll i 0 MV
 #unroll c 0 4
 #unroll j 0 NV
-#if HALF_MATH
-                h_${i * 4 + c}_${j} = fma(vec4<f16>(a${i}[${c}]), b${j}, h_${i * 4 + c}_${j});
-#end
-#if not HALF_MATH
                 acc_${i * 4 + c}_${j} = fma(vec4<f32>(a${i}[${c}]), b${j}, acc_${i * 4 + c}_${j});
 #end
 #end
 #end
-#end
             }
-#end
-#if HALF_MATH
-#unroll i 0 TM
-#unroll j 0 NV
-            acc_${i}_${j} += vec4<f32>(h_${i}_${j});
-#end
-#end
 #end
         }
         workgroupBarrier();
