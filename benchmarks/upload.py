@@ -12,6 +12,8 @@ For each size (19.7 MB: sixteen 640x640 RGB photos; 1.2 MB: one), the median ove
   copy so with numpy, gpu/staging.py);
 - `mapped + copy + run`: then unmap, copy_buffer_to_buffer into a storage buffer, submit, wait, map again;
 - `device copy`: copy_buffer_to_buffer between two storage buffers on the device, waited for;
+- `read back`: the other way, as a run's outputs come back: a copy into a MAP_READ buffer, submitted, the buffer
+  mapped and its bytes copied out (`read_mapped`), unmapped;
 - `wait only`: an empty submission and the 16-byte read-back, the fixed cost in every row above.
 """
 
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
 
     print(f"uploads on {dev.label}; medians of {args.rounds} rounds, ms (GB/s)")
     print(f"{'MB':>6} {'write_buffer':>16} {'write_buffer + run':>20} {'mapped write':>16} "
-          f"{'mapped + copy + run':>20} {'device copy':>16} {'wait only':>10}")
+          f"{'mapped + copy + run':>20} {'device copy':>16} {'read back':>16} {'wait only':>10}")
     for mb in (float(x) for x in args.mb.split(",")):
         n = int(mb * 1e6) // 4 * 4
         data = np.random.default_rng(0).integers(0, 255, n, dtype=np.uint8)
@@ -63,8 +65,9 @@ def main(argv=None) -> int:
         other = device.create_buffer(size=n, usage=U.STORAGE | U.COPY_DST)
         stage = device.create_buffer(size=n, usage=U.MAP_WRITE | U.COPY_SRC, mapped_at_creation=True)
         stage.unmap()
+        back = device.create_buffer(size=n, usage=U.MAP_READ | U.COPY_DST)
         times: dict[str, list[float]] = {k: [] for k in ("write", "write_run", "mapped", "mapped_run", "copy",
-                                                          "wait")}
+                                                          "back", "wait")}
         for r in range(args.rounds + 2):  # two untimed rounds first
             t = time.perf_counter()
             queue.write_buffer(dst, 0, data)
@@ -87,6 +90,16 @@ def main(argv=None) -> int:
             t7 = time.perf_counter()
             done()
             t8 = time.perf_counter()
+            enc = device.create_command_encoder()
+            enc.copy_buffer_to_buffer(dst, 0, back, 0, n)
+            queue.submit([enc.finish()])
+            back.map_sync(wgpu.MapMode.READ)
+            got = np.frombuffer(back.read_mapped(), np.uint8)
+            back.unmap()
+            t9 = time.perf_counter()
+            if got.size != n or got[n // 2] != data[n // 2]:
+                print("error: the bytes read back are not the bytes written", file=sys.stderr)
+                return 1
             if r >= 2:
                 times["write"].append(t1 - t)
                 times["write_run"].append(t2 - t)
@@ -94,6 +107,7 @@ def main(argv=None) -> int:
                 times["mapped_run"].append(t5 - t3)
                 times["copy"].append(t7 - t6)
                 times["wait"].append(t8 - t7)
+                times["back"].append(t9 - t8)
 
         def cell(key: str, width: int) -> str:
             s = statistics.median(times[key])
@@ -101,8 +115,8 @@ def main(argv=None) -> int:
 
         wait = statistics.median(times["wait"]) * 1e3
         print(f"{mb:>6.1f} {cell('write', 16)} {cell('write_run', 20)} {cell('mapped', 16)} "
-              f"{cell('mapped_run', 20)} {cell('copy', 16)} {wait:>10.3f}")
-        for b in (dst, other, stage):
+              f"{cell('mapped_run', 20)} {cell('copy', 16)} {cell('back', 16)} {wait:>10.3f}")
+        for b in (dst, other, stage, back):
             b.destroy()
     return 0
 
