@@ -2,11 +2,10 @@
 
 ENGINES is the table: "threads" (the pipelined run of this process) and "serial" (one photo after another) are
 face/library.py's, "processes" is face/processes.py's, "auto" (threads, or processes where they pay) too, "ray"
-face/ray_engine.py's. Each engine takes (paths,
-detector, embedder, options, stats) and yields PhotoFaces; `run` checks the options, counts every result in the
-run's LibraryStats and calls progress, the same for all of them. The two engines beyond this process are imported
-when asked for (Ray's only with Ray installed). The table sits above library.py, which the engines themselves
-import, so that no module imports back up.
+face/ray_engine.py's. Each engine takes (paths, detector, embedder, options, stats) and yields PhotoFaces; `run`
+checks the options, counts every result in the run's LibraryStats and calls progress, the same for all of them.
+The engines beyond this process are imported when asked for (Ray's only with Ray installed). The table sits above
+library.py, which the engines themselves import, so that no module imports back up.
 """
 
 from __future__ import annotations
