@@ -195,9 +195,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_EMBED_THREAD", "`on`", False, "`on`: a library run embeds the faces on a thread of its own "
             "beside the detector (where the embedder runs on the GPU), instead of on the thread feeding the GPU",
             _on, "off"),
-    Setting("FACERUN_EMBED_WARM", "`off`", True, "`off`: a library run on the GPU no longer makes its embedder "
-            "ready (its check, programs and pipelines) on a thread of its own while the first photos are detected, "
-            "but at its first batch of faces", _gpu_on, "on"),
     Setting("FACERUN_PARENT_RUNS", "`until-ready` `always` `off`", "until-ready", "with `--processes`, whether the "
             "process that starts them runs photos too (detecting, and embedding with a facerun embedder): until "
             "every process is ready, so their start-up is not lost; throughout; or never", _one_of(PARENT_RUNS)),

@@ -219,39 +219,3 @@ def test_faces_pack_their_heads_then_their_bytes():
     raw = words.view(np.uint8)
     assert raw[4 * head : 4 * head + 18].tolist() == list(range(18))
     assert raw[4 * (head + 5) : 4 * (head + 5) + 18].tolist() == [7] * 18 and len(words) == head + 5 + 5
-
-
-def test_a_library_run_makes_its_gpu_embedder_ready_on_a_thread_while_it_detects(gpu, monkeypatch):
-    """FACERUN_EMBED_WARM: the embedder's check (against the CPU, on faces of a seeded noise photo) runs on a thread
-    of its own from the run's start, and the first batch waits for it; the faces' vectors are the very ones of a run
-    that checks at its first batch (FACERUN_EMBED_WARM=off)."""
-    import threading
-
-    from facerun.face.detect import Detector
-    from facerun.face.embed import Embedder
-    from facerun.face.library import iter_photo_faces
-    from facerun.gpu.checked import CheckedGpu
-
-    where = []
-    check = CheckedGpu.check
-
-    def spied(self, prog):
-        where.append((threading.current_thread().name, tuple(prog.input_shape)))
-        return check(self, prog)
-
-    monkeypatch.setattr(CheckedGpu, "check", spied)
-    paths = sorted((FACES / "group").glob("*.jpg"))[:2]
-    detector = Detector(str(YUNET), device="cpu", max_side=480)
-    runs = {}
-    for warm in ("on", "off"):
-        monkeypatch.setenv("FACERUN_EMBED_WARM", warm)
-        where.clear()
-        embedder = Embedder(str(MOBILEFACENET), device="gpu")
-        runs[warm] = list(iter_photo_faces(paths, detector, embedder, batch=4, workers=2))
-        checked_on = {name for name, _ in where}
-        assert len(where) == 1 and embedder.device != "cpu"  # one check of the embedder, still on the GPU
-        assert (checked_on == {"facerun-embedder-warm"}) == (warm == "on")
-        assert not any(t.name == "facerun-embedder-warm" for t in threading.enumerate())  # joined by the run's end
-    assert sum(len(r.faces) for r in runs["on"]) >= 4
-    for a, b in zip(runs["on"], runs["off"]):
-        assert np.array_equal(a.embeddings, b.embeddings)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import agree, settings
+from .. import settings
 from ..errors import FacerunError, ImageError, InputError, ModelError
 from ..runner import FaceCut, FaceLayout, Workload
 from ..zoo.card import Preprocess, parse_input_size
@@ -81,9 +81,6 @@ class Timing:
 
 
 # ------------------------------------------------------------------------------------------------- embedder
-
-
-WARM_SIDE = 256  # the side of the seeded photo `Embedder.warm` cuts its faces from
 
 
 class Embedder:
@@ -236,24 +233,6 @@ class Embedder:
             crops = [align.warp_cut(f, self.input_size) if isinstance(f, FaceCut) else f for f in faces]
             return self.submit(np.stack(crops))
         return self._vectors(self.net.submit_faces(faces, self.face_layout), len(faces))
-
-    def warm(self, batch: int) -> None:
-        """Make the GPU ready for batches of `batch` faces before the first comes (a library run calls this on a
-        thread of its own while its first photos are decoded and detected): the model's check against the CPU, its
-        batch program and pipelines, and the check of faces laid out on the device, all on faces cut from a seeded
-        noise photo (each check compares the device with the CPU on the same input, whatever it shows). Twice: the
-        second run checks the programs the model expects next. The vectors are thrown away; nothing on the CPU; a
-        failure is left for the real run to meet."""
-        if self.net.gpu is None or batch < 1:
-            return
-        photo = np.random.default_rng(agree.TEST_SEED).integers(0, 256, (WARM_SIDE, WARM_SIDE, 3), dtype=np.uint8)
-        landmarks = align.template() + (WARM_SIDE - align.TEMPLATE_SIZE) / 2  # a face in the photo's middle
-        faces = [self.cut(photo, landmarks) for _ in range(batch)]
-        try:
-            for _ in range(2):
-                self.submit_faces(faces)()
-        except FacerunError:
-            pass
 
     def _vectors(self, result: Callable, count: int) -> Callable[[], np.ndarray]:
         """The unit embeddings of `count` faces from a submitted batch's outputs (`result()`), when asked for."""

@@ -341,10 +341,8 @@ class _Batcher:
     A batch is submitted and read back at the next batch's submission (or at the end), so the feeding thread goes on
     while the device runs it (behind the detector's batches in the queue) instead of waiting for it."""
 
-    def __init__(self, embedder, batch: int, stats: LibraryStats, clock: phases.PhaseClock | None = None,
-                 warming: threading.Thread | None = None):
+    def __init__(self, embedder, batch: int, stats: LibraryStats, clock: phases.PhaseClock | None = None):
         self.embedder, self.batch, self.stats = embedder, batch, stats
-        self.warming = warming  # the embedder made ready on it (_warm): waited for before the first batch
         self.clock = clock  # the feeding thread's, where it embeds (not on a thread of its own)
         self.dim = embedder.dim if embedder is not None else 0
         self.waiting: deque[tuple[PhotoFaces, list]] = deque()  # photos in order, with their vectors so far
@@ -371,18 +369,11 @@ class _Batcher:
     def _embed(self, count: int) -> None:
         self._collect()  # the last batch first: its read-back buffer is this one's
         start = phases.perf_counter_ns()
-        self.ready()
         owners = [owner for owner, _ in self.pending[:count]]
         vectors = self.embedder.submit_faces([face for _, face in self.pending[:count]])
         self._lap(start)
         self.running = (owners, vectors)
         del self.pending[:count]
-
-    def ready(self) -> None:
-        """Wait for the embedder's warm-up, if any: the embedder runs one batch at a time."""
-        if self.warming is not None:
-            self.warming.join()
-            self.warming = None
 
     def _collect(self) -> None:
         if self.running is None:
@@ -409,18 +400,6 @@ class _Batcher:
             if vectors:
                 result.embeddings = np.ascontiguousarray(np.stack(vectors), dtype=np.float32)
             yield result
-
-
-def _warm(embedder, batch: int) -> threading.Thread | None:
-    """A thread making a GPU embedder ready (Embedder.warm: its check, batch program and pipelines) while the first
-    photos are decoded and detected, so the first batch of faces does not wait for it (FACERUN_EMBED_WARM); None
-    for an embedder on the CPU or of the caller's own (no `warm`)."""
-    warm = getattr(embedder, "warm", None)
-    if warm is None or not settings.get("FACERUN_EMBED_WARM") or getattr(embedder, "device", "cpu") == "cpu":
-        return None
-    thread = threading.Thread(target=warm, args=(batch,), name="facerun-embedder-warm", daemon=True)
-    thread.start()
-    return thread
 
 
 def embed_thread(embedder) -> bool:
@@ -604,8 +583,7 @@ def _decoded(decoded: Iterable[tuple], detector: PhotoDetector, embedder, option
 def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions, workers: int, stats: LibraryStats
                ) -> Iterator[PhotoFaces]:
     threaded = embed_thread(embedder)
-    batcher = _Batcher(embedder, options.batch, stats, None if threaded else stats.clock,
-                       warming=_warm(embedder, options.batch))
+    batcher = _Batcher(embedder, options.batch, stats, None if threaded else stats.clock)
     draft = _drafted(embedder, options)
     source = iter(paths)
     processes = None
@@ -744,7 +722,6 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         busy.close()
         if embedding is not None:
             embedding.close()
-        batcher.ready()  # no warm-up outlives its run (a run without faces, or one stopped early)
         decoders.shutdown(wait=False, cancel_futures=True)
         poster.shutdown(wait=False, cancel_futures=True)
         if processes is not None:
