@@ -186,22 +186,28 @@ def _photo(index: int, faces: int) -> _Photo:
 def test_the_batcher_reads_a_batch_back_at_the_next_one():
     embedder = _Recording()
     batcher = _Batcher(embedder, 4, LibraryStats())
-    out = []
-    for index, faces in enumerate((3, 2, 0, 4, 1)):
-        out += [r.path.name for r in batcher.add(_photo(index, faces))]
-        if index == 1:  # a batch of 4 submitted, not read: no photo out yet
-            assert embedder.log == [("submit", 0, 4)] and out == []
-    assert embedder.log == [("submit", 0, 4), ("read", 0), ("submit", 1, 4)]
-    assert out == ["p0.jpg"]  # p1's last face is in batch 1, still running
-    results = {}
+    out, results = [], {}
+    for index, faces in enumerate((3, 2, 0, 4, 1, 3)):
+        for r in batcher.add(_photo(index, faces)):
+            results[r.path.name] = r
+            out.append(r.path.name)
+        if index == 0:  # the run's first photo: its faces a batch of their own, read back at once, and it is out
+            assert embedder.log == [("submit", 0, 3), ("read", 0)] and out == ["p0.jpg"]
+        if index == 2:  # then batches of 4: none full yet, no photo out since
+            assert embedder.log[2:] == [] and out == ["p0.jpg"]
+        if index == 3:  # a batch of 4 submitted, not read
+            assert embedder.log[2:] == [("submit", 1, 4)] and out == ["p0.jpg"]
+    assert embedder.log[2:] == [("submit", 1, 4), ("read", 1), ("submit", 2, 4)]
+    assert out == ["p0.jpg", "p1.jpg", "p2.jpg"]  # p3's last faces are in batch 2, still running
     for r in batcher.finish():
         results[r.path.name] = r
         out.append(r.path.name)
-    assert embedder.log[3:] == [("read", 1), ("submit", 2, 2), ("read", 2)]
-    assert out == ["p0.jpg", "p1.jpg", "p2.jpg", "p3.jpg", "p4.jpg"]
+    assert embedder.log[5:] == [("read", 2), ("submit", 3, 2), ("read", 3)]
+    assert out == ["p0.jpg", "p1.jpg", "p2.jpg", "p3.jpg", "p4.jpg", "p5.jpg"]
     assert results["p2.jpg"].embeddings.shape == (0, 2)
     assert results["p3.jpg"].embeddings[:, 0].tolist() == [30, 31, 32, 33]
-    assert results["p3.jpg"].embeddings[:, 1].tolist() == [1, 1, 1, 2]  # across batches 1 and 2
+    assert results["p3.jpg"].embeddings[:, 1].tolist() == [1, 1, 2, 2]  # across batches 1 and 2
+    assert results["p5.jpg"].embeddings[:, 1].tolist() == [2, 3, 3]
 
 
 def test_faces_pack_their_heads_then_their_bytes():
