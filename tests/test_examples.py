@@ -310,3 +310,24 @@ def test_short_batches_times_a_batch_program_with_and_without_its_padding(data_d
     rows = [line.split() for line in lines[2:]]
     assert [r[0] for r in rows] == ["2", "3"]
     assert all(r[-1] == "True" for r in rows), done.stdout  # the same faces with the padding skipped
+
+
+def test_upload_moves_bytes_every_way_and_reads_back_what_it_wrote(gpu):
+    done = run_benchmark("upload.py", "--mb", "0.1,0.6", "--rounds", "1", software_gpu=True)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("uploads on ") and lines[1].split()[0] == "MB"
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["0.1", "0.6"]
+    for r in rows:  # six "ms (GB/s)" cells and the empty submission's ms
+        cells = [float(c.strip("()")) for c in r[1:]]
+        assert len(cells) == 13 and all(c > 0 for c in cells), r
+
+
+def test_first_photo_times_the_whole_job_with_an_embedder(data_dir, tmp_path):
+    from people_fixtures import copy_photos
+
+    copy_photos(tmp_path, ("group/fr_obama_and_biden.jpg", "obama/obama3.jpg", "clapton/clapton-2.jpg"))
+    done = run_benchmark("first_photo.py", tmp_path, "--embedder", "mobilefacenet", "--device", "cpu", timeout=300)
+    row = json.loads(done.stdout)
+    assert row["photos"] == 3 and row["faces"] >= 3 and row["first_photo_ms"] > 0
+    assert row["seconds"]["embed"] > 0  # the faces were embedded, not only detected
