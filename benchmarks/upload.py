@@ -109,7 +109,7 @@ def main(argv=None) -> int:
                 times["wait"].append(t8 - t7)
                 times["back"].append(t9 - t8)
 
-        def cell(key: str, width: int) -> str:
+        def cell(key: str, width: int, times=times, n=n) -> str:
             s = statistics.median(times[key])
             return f"{s * 1e3:.3f} ({n / s / 1e9:.1f})".rjust(width)
 
