@@ -341,7 +341,7 @@ class _Batcher:
     A batch is submitted and read back at the next batch's submission (or at the end), so the feeding thread goes on
     while the device runs it (behind the detector's batches in the queue) instead of waiting for it. Except for the
     run's first photo: its faces are embedded at once, a batch of their own read back at once, so it comes out as
-    soon as it is detected (else it waited for two batches to fill: 2 s on the 2-core machine's CPU)."""
+    soon as it is detected (else it waited for two batches of faces to fill: docs/benchmarks.md, stop 53)."""
 
     def __init__(self, embedder, batch: int, stats: LibraryStats, clock: phases.PhaseClock | None = None):
         self.embedder, self.batch, self.stats = embedder, batch, stats
