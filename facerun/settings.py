@@ -89,6 +89,13 @@ def _count(name: str, text: str) -> int | None:
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
+def _whole(name: str, text: str) -> int:
+    text = text.strip()
+    if not text.isdigit():
+        raise InputError(f"{name} must be a whole number (0 or more), not '{text}'")
+    return int(text)
+
+
 def _whole_mb(name: str, text: str) -> int | None:
     text = text.strip()
     return int(text) if text.isdigit() else None
@@ -215,6 +222,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "
             "bucket's program of that many items, each masked to its own size (one pass), instead of the bucket's "
             "program once a photo in one submission", _on, "off"),
+    Setting("FACERUN_PHOTO_SPLIT", "whole number", 4, "on the GPU, a batch of photos of at least this many, submitted "
+            "while no other batch is in flight, goes as two submissions, so the device runs the first half while "
+            "the second is written (0: never split)", _whole, "4"),
     Setting("FACERUN_PHOTO_PADDING", "`run`", "", "`run`: a batch program (FACERUN_PHOTO_ITEMS) runs every item, "
             "its padding past the batch's photos too, instead of only the workgroups of the photos there", _word,
             "skipped"),

@@ -386,9 +386,10 @@ def test_the_photo_paths_run_yunet_from_photos_bytes(gpu):
     yunet = MODELS / "face_detection_yunet_2023mar.onnx"
     if not yunet.exists():
         pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
-    before = counters.snapshot().get("gpu_photo_batches", 0)
+    before = counters.snapshot()
     data, _ = bench_json(str(yunet), "sface-arch-small", "--sizes", "96x64", "--paths",
                          "cpu,gpu-photo,gpu-photo-batch", "--batch", "3", "--repeat", "2")
+    spent = counters.since(before)
     rows = {(r["model"], r["path"]): r for r in data["rows"]}
     photo = rows[("yunet-2023mar", "gpu-photo")]
     # judged against the CPU on the photo's own blob (the seeded input rounded to whole pixel values)
@@ -396,26 +397,33 @@ def test_the_photo_paths_run_yunet_from_photos_bytes(gpu):
     # three photos in one submission, the first and the last judged against their own blobs' CPU outputs
     batch = rows[("yunet-2023mar", "gpu-photo-batch")]
     assert batch["batch"] == 3 and batch["ok"] is True and batch["max_abs_vs_cpu"] < 1e-3
-    assert counters.snapshot().get("gpu_photo_batches", 0) > before
+    # as a library run's batches: each photo's candidate rows read back, in two submissions (the device idle)
+    assert spent.get("gpu_photo_batches", 0) > 0 and spent.get("gpu_select_batches", 0) > 0
+    assert spent.get("gpu_photo_batches_split", 0) == 0  # three photos: fewer than FACERUN_PHOTO_SPLIT
     other = next(r for (m, p), r in rows.items() if p == "gpu-photo" and m != "yunet-2023mar")
     assert other["median_ms"] is None and "YuNet" in other["note"]
 
 
 def test_the_photo_batch_row_runs_batch_programs_as_a_library_run_does(gpu, monkeypatch):
     """gpu-photo-batch loads the model as a library run does (its photo layout), so with FACERUN_PHOTO_ITEMS=on its
-    photos run in the bucket's batch program (one pass), judged against the CPU as before."""
+    photos run in the bucket's batch program (one pass), judged against the CPU as before; split in two submissions
+    (FACERUN_PHOTO_SPLIT=2) with their heads read back whole (FACERUN_PHOTO_SELECT=off) too."""
     from facerun import counters
 
     yunet = MODELS / "face_detection_yunet_2023mar.onnx"
     if not yunet.exists():
         pytest.skip(f"{yunet} not found (set FACERUN_MODELS)")
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", "on")
-    before = counters.snapshot().get("gpu_photo_item_batches", 0)
+    monkeypatch.setenv("FACERUN_PHOTO_SELECT", "off")  # the heads whole, each judged against the CPU's
+    monkeypatch.setenv("FACERUN_PHOTO_SPLIT", "2")
+    before = counters.snapshot()
     data, _ = bench_json(str(yunet), "--sizes", "128x128", "--paths", "gpu-photo-batch", "--batch", "3",
                          "--repeat", "2")
     row = next(r for r in data["rows"] if r["path"] == "gpu-photo-batch")
     assert row["ok"] is True and row["max_abs_vs_cpu"] < 1e-3, row
-    assert counters.snapshot().get("gpu_photo_item_batches", 0) > before
+    spent = counters.since(before)
+    assert spent.get("gpu_photo_item_batches", 0) > 0 and spent.get("gpu_select_batches", 0) == 0
+    assert spent.get("gpu_photo_batches_split", 0) > 0  # 1 + 2 photos, the device idle before each run
 
 
 def test_the_staged_photo_batch_row_uploads_through_the_staging_pool(gpu, monkeypatch):

@@ -15,6 +15,7 @@ from facerun import counters
 from facerun.face.detect import Detector
 from facerun.face.images import load_image
 from facerun.face.library import iter_photo_faces, iter_photo_faces_serial
+from facerun.gpu.batch import split
 from facerun.runner import Workload
 
 PHOTOS = sorted((DATA / "wider" / "images").rglob("*.jpg"))
@@ -74,17 +75,30 @@ def _item_batches() -> int:
     return counters.snapshot().get("gpu_photo_item_batches", 0)
 
 
-@pytest.mark.parametrize("items", ["off", "on"])
-def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items):
+def test_a_batch_goes_in_two_submissions_only_to_an_idle_device():
+    assert split(16, True, 4) == [8, 8] and split(5, True, 4) == [2, 3] and split(2, True, 2) == [1, 1]
+    assert split(3, True, 4) == [3]  # too few photos
+    assert split(16, False, 4) == [16]  # a batch in flight keeps the device busy
+    assert split(16, True, 0) == [16] and split(1, True, 1) == [1]
+
+
+@pytest.mark.parametrize("items, pieces", [("off", "0"), ("on", "0"), ("off", "4"), ("on", "4")])
+def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces):
+    """Whole, or split in two submissions (FACERUN_PHOTO_SPLIT: the device idle, four photos)."""
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
+    monkeypatch.setenv("FACERUN_PHOTO_SPLIT", pieces)
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")  # the four crops fill the bucket's batch program
     crops = _crops(0, SAME_BUCKET)
     prepared = [detector.prepare(c) for c in crops]
     assert len({p.bucket for p in prepared}) == 1 and prepared[0].bucket == (1, 3, 384, 512)
     assert len({p.shape for p in prepared}) == len(crops)  # each masked to its own size
-    before = _item_batches()
+    before = counters.snapshot()
     batched = detector.submit_networks(prepared)()
-    assert _item_batches() - before == (1 if items == "on" else 0)
+    spent = counters.since(before)
+    submissions = 2 if pieces == "4" else 1
+    assert spent.get("gpu_photo_batches_split", 0) == submissions - 1
+    assert spent.get("gpu_photo_item_batches", 0) == (submissions if items == "on" else 0)
+    assert spent.get("gpu_photo_batches", 0) == (0 if items == "on" else submissions)
     for p, c in zip(batched, crops):
         alone = _outputs_alone(detector, c)
         assert alone.keys() == p.outputs.keys()

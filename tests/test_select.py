@@ -198,3 +198,25 @@ def test_heads_it_cannot_choose_from_are_read_whole_and_the_gpu_stays(detectors,
     out = net.run_photo(crop, (1, 3, 224, 320))
     assert not isinstance(out, Selected) and net.runner.photos.select_agree is False and net.runner.active
     assert "heads whole" in caplog.text
+
+
+def test_the_benchs_check_sees_every_row_the_device_chose_or_left_out(cpu_outputs):
+    """bench.selected_as_heads (gpu-photo-batch's check): the host's own rows written into its heads give the heads
+    back; a row left out, or a value off, fails the bench's check against them."""
+    from facerun.bench.bench import judge, selected_as_heads
+
+    outputs, hw = cpu_outputs[0]
+    spec = yunet.select_2023(0.6)
+    chosen = select_rows(outputs, spec, hw)
+    names = list(outputs)
+    assert len(chosen.rows) > 0
+    got = selected_as_heads(chosen, outputs, spec)
+    assert all(np.array_equal(got[n], np.asarray(outputs[n], np.float32)) for n in names)
+    assert judge("detector", [(got, outputs)], names, 1e-3)[2] is True
+    best = int(np.argmax(chosen.rows[:, 1] * chosen.rows[:, 2]))  # the strongest row, far from the floor
+    left_out = Selected(np.delete(chosen.rows, best, axis=0), chosen.photo_hw)
+    assert judge("detector", [(selected_as_heads(left_out, outputs, spec), outputs)], names, 1e-3)[2] is False
+    off = chosen.rows.copy()
+    off[best, 5] += 1.0  # a box value
+    assert judge("detector", [(selected_as_heads(Selected(off, chosen.photo_hw), outputs, spec), outputs)], names,
+                 1e-3)[2] is False

@@ -7,7 +7,8 @@ new path is added):
   gpu-per-conv       each convolution alone on the GPU, everything else on the CPU (the comparison mode)
   gpu                the whole program on the GPU, batch 1
   gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU (how `detect` runs it)
-  gpu-photo-batch    YuNet: `batch` photos' bytes in one submission, timed per photo (a library run's batches)
+  gpu-photo-batch    YuNet: `batch` photos' bytes in one submission, timed per photo (a library run's batches:
+                     the heads' candidate rows read back, unless FACERUN_PHOTO_SELECT=off)
   gpu-photo-staged-batch   the same, each photo first copied into the device's upload memory by a thread of 8 (as
                      a library run's decoding threads stage theirs), timed in
   gpu-batch          a batch of `batch` items in one submission, timed per face (embedders by default)
@@ -282,6 +283,38 @@ def judge(kind: str, pairs: list[tuple[dict, dict]], names: list[str], tolerance
     return float(max_abs), float(cosine), all(d.ok for d in diffs), scaled
 
 
+SELECT_BAND = 1e-3  # a score product this close to the floor may fall either side of it on the device
+
+
+def selected_as_heads(selected, reference: dict, spec) -> dict:
+    """`reference` (a photo's heads by name, the CPU's) with the candidate rows a device chose (runner.Selected, by
+    the runner.Candidates `spec`) written in at their positions; a position whose scores pass the floor on the CPU
+    but that the device left out gets scores of 0 (so the check fails on it), unless its product lies within
+    SELECT_BAND of the floor. Judged against `reference`, this covers the rows' values and the choice itself."""
+    from ..runner import KEY_SHIFT
+
+    heads = {name: np.array(value, np.float32) for name, value in reference.items()}
+    h, w = selected.photo_hw
+    floor = np.float32(spec.floor)
+    level_of, position = selected.keys >> KEY_SHIFT, selected.keys & np.uint32((1 << KEY_SHIFT) - 1)
+    for level, (stride, (a_name, b_name), values) in enumerate(spec.levels):
+        count = (h // stride) * (w // stride)
+        a, b = heads[a_name].reshape(count), heads[b_name].reshape(count)
+        mine = level_of == level
+        rows, at = selected.rows[mine], position[mine].astype(np.int64)
+        product = np.clip(a, 0, 1) * np.clip(b, 0, 1)
+        missed = np.setdiff1d(np.flatnonzero(product >= floor), at)
+        missed = missed[product[missed] - floor > SELECT_BAND]
+        a[missed] = b[missed] = 0
+        a[at], b[at] = rows[:, 1], rows[:, 2]
+        column = 3
+        for name in values:
+            head = heads[name].reshape(count, -1)
+            head[at] = rows[:, column : column + head.shape[1]]
+            column += head.shape[1]
+    return heads
+
+
 def _fmt_size(shape: tuple) -> str:
     if len(shape) == 4:
         return f"{shape[3]}x{shape[2]}"
@@ -346,25 +379,37 @@ class _Case:
 
     def pairs(self, out, batch: int, path: ModelPath) -> list[tuple[dict, dict]]:
         if path.photo and batch > 1:  # each photo's outputs (a list), the first and the last judged
-            return [(dict(out[i]), self.photo_reference(i)) for i in (0, batch - 1)]
+            return [(self._photo_outputs(out[i], i), self.photo_reference(i)) for i in (0, batch - 1)]
         if path.photo:
             return [(out, self.photo_reference())]
         if batch == 1:
             return [(out, self.reference(0))]
         return [(_items(out, self.names, batch, i), self.reference(i)) for i in (0, batch - 1)]
 
+    def _photo_outputs(self, out, item: int) -> dict:
+        """A batch photo's outputs by name: the device's candidate rows (runner.Selected) as the CPU's heads with
+        those rows written in, so the check judges every row the device chose and every one it left out."""
+        from ..runner import Selected
+
+        if not isinstance(out, Selected):
+            return dict(out)
+        return selected_as_heads(out, self.photo_reference(item), self.photo_net().workload.photo.select)
+
     def photo_net(self):
         """The model loaded again as a library run loads it (its detector family's photo layout: photos in masked
-        bucket programs, in batch programs where FACERUN_PHOTO_ITEMS is on), heads read back whole (no rows chosen:
-        the row's outputs are checked against the CPU's), once; for gpu-photo-batch."""
+        bucket programs, in batch programs where FACERUN_PHOTO_ITEMS is on; the heads' candidate rows at the
+        family's default threshold read back, unless FACERUN_PHOTO_SELECT is off), once; for gpu-photo-batch."""
         if not hasattr(self, "_photo_net"):
+            from .. import settings
             from ..face.detect import photo_bucket
             from ..face.families import family_of
             from ..net import load
             from ..runner import Workload
 
             try:
-                layout = family_of(self.net.card.path).photo_layout(photo_bucket())
+                family = family_of(self.net.card.path)
+                score = family.score if settings.get("FACERUN_PHOTO_SELECT") else None
+                layout = family.photo_layout(photo_bucket(), score)
                 self._photo_net = load(self.net.card, device="auto", workload=Workload(photo=layout))
             except FacerunError as e:
                 self._photo_net = Skip(f"no photo layout: {e}")

@@ -83,6 +83,48 @@ class Pending:
         return self._outputs
 
 
+class Joined:
+    """A batch submitted in pieces (`split`): `result()` gives every piece's photos' outputs, in order."""
+
+    def __init__(self, parts: list[Pending]):
+        self.parts = parts
+
+    @property
+    def done(self) -> bool:
+        return all(p.done for p in self.parts)
+
+    def result(self) -> list[dict[str, np.ndarray]]:
+        return [out for part in self.parts for out in part.result()]
+
+
+def split(count: int, idle: bool, least: int) -> list[int]:
+    """How many photos each submission of a batch of `count` takes: two halves where nothing else is in flight
+    (`idle`: the device would otherwise wait while the host writes every photo before it starts) and the batch has
+    at least `least` photos (0: never); one submission otherwise (a batch in flight keeps the device busy, and a
+    second pass to record would only cost the thread feeding it)."""
+    if not idle or least <= 0 or count < max(least, 2):
+        return [count]
+    first = count // 2
+    return [first, count - first]
+
+
+def submit_split(batch, items: list, *args) -> Pending | Joined:
+    """`batch.submit_one(items, *args)` (a PhotoBatch or an ItemsBatch), in the pieces `split` gives: the device
+    starts on the first piece while the second is written."""
+    gp = batch.gp
+    with gp.lock:
+        idle = _ring(gp.arena).idle()
+    counts = split(len(items), idle and batch.splits(), settings.get("FACERUN_PHOTO_SPLIT"))
+    if len(counts) == 1:
+        return batch.submit_one(items, *args)
+    parts, at = [], 0
+    for n in counts:
+        parts.append(batch.submit_one(items[at : at + n], *args))
+        at += n
+    counters.bump("gpu_photo_batches_split")
+    return Joined(parts)
+
+
 class _Ring:
     """A model's read-back buffers for batches of photos: SETS of them, used in turn by every program of the model
     (not two a program: a library meets dozens of buckets, and mapped memory is the host's), each remembering the
@@ -92,6 +134,10 @@ class _Ring:
         self.turn = 0
         self.buffers: list = [None] * SETS
         self.pending: list = [None] * SETS
+
+    def idle(self) -> bool:
+        """Whether no submitted batch is waiting to be read (as far as the host knows, the device has no work)."""
+        return all(p is None or p.done for p in self.pending)
 
     def take(self, dev, nbytes: int) -> tuple[int, object]:
         """The next buffer (its index and the buffer), at least `nbytes`, its last batch read first."""
@@ -171,7 +217,15 @@ class PhotoBatch:
         return s
 
     # ---- running
-    def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
+    def splits(self) -> bool:
+        """Whether a batch may go in two submissions (`split`): each photo has a pass of its own anyway."""
+        return True
+
+    def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending | Joined:
+        """submit_one, in two submissions where the device is idle (`split`)."""
+        return submit_split(self, items, bgr, align, select, stager)
+
+    def submit_one(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
         """Submit photos `items` [(rgb, photo)]: rgb h x w x 3 (or x 4) uint8 within `photo`, photo the padded
         (rows, columns) it is masked to (None: the whole input). GpuError on a bad item or a device failure.
         select: a runner.Candidates: each photo's candidate rows come back (runner.Selected; None for a photo of
@@ -263,6 +317,8 @@ class PhotoBatch:
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_batches")
+        if chosen is not None:
+            counters.bump("gpu_select_batches")
         pending = Pending(self, len(layout), staging, per_item, index, chosen, sizes)
         s["pending"] = pending
         _ring(gp.arena).pending[s["ring"]] = pending
@@ -365,7 +421,16 @@ class ItemsBatch:
         at = _up(16 * self.items) + sum(_up(rgb.nbytes) for rgb, _ in items)
         return at <= self.gp.dev.limits.max_binding
 
-    def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
+    def splits(self) -> bool:
+        """Whether a batch may go in two submissions (`split`): only where a pass runs just its photos' workgroups
+        (two passes over the padding would double the device's work)."""
+        return bool(self.gp.items) and settings.get("FACERUN_PHOTO_PADDING") != "run"
+
+    def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending | Joined:
+        """submit_one, in two submissions where the device is idle (`split`)."""
+        return submit_split(self, items, bgr, align, select, stager)
+
+    def submit_one(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
         """Submit photos `items` [(rgb, photo)] (at most the program's N; the rest of the batch is zeros): rgb
         h x w x 3 (or x 4) uint8 within `photo`, photo the padded (rows, columns) it is masked to (None: the whole
         input). GpuError on a bad item or a device failure. select: a runner.Candidates: each photo's candidate
@@ -460,6 +525,8 @@ class ItemsBatch:
             if clock:
                 clock.lap(phases.SUBMIT, t)
         counters.bump("gpu_photo_item_batches")
+        if chosen is not None:
+            counters.bump("gpu_select_batches")
         pending = Pending(self, len(items), staging, nbytes, index, chosen, sizes[: len(items)])
         _ring(gp.arena).pending[ring] = pending
         return pending
