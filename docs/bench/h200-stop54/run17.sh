@@ -17,3 +17,8 @@ for n in 3 5 10; do
   for p in 4 1; do python3 $T index-q$n-p$p $N -- index /tmp/q$n $E --json --processes $p --db /tmp/q$n-$p-b.db; done
 done
 row $N p4120 photos /tmp/p20 --paths gpu $E; first p4120
+# detect alone on the 4120 beside decoding alone, and read ahead by bucket (its headers now read on the decoding threads)
+row $N d4120 photos /tmp/p20 --paths decode,decode-processes,gpu
+FACERUN_PHOTO_LOOKAHEAD=256 row $N d4120-look photos /tmp/p20 --paths gpu
+row $N d4120-2 photos /tmp/p20 --paths gpu
+FACERUN_PHOTO_LOOKAHEAD=256 row $N d4120-look-2 photos /tmp/p20 --paths gpu
