@@ -6,7 +6,8 @@ new path is added):
   cpu                the numpy interpreter, batch 1: the reference for both time and parity
   gpu-per-conv       each convolution alone on the GPU, everything else on the CPU (the comparison mode)
   gpu                the whole program on the GPU, batch 1
-  gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU (how `detect` runs it)
+  gpu-photo          YuNet: the input as a photo's bytes (uint8, 0-255), laid out on the GPU, the heads' candidate
+                     rows read back unless FACERUN_PHOTO_SELECT=off (how `detect` runs it)
   gpu-photo-batch    YuNet: `batch` photos' bytes in one submission, timed per photo (a library run's batches:
                      the heads' candidate rows read back, unless FACERUN_PHOTO_SELECT=off)
   gpu-photo-staged-batch   the same, each photo first copied into the device's upload memory by a thread of 8 (as
@@ -381,7 +382,7 @@ class _Case:
         if path.photo and batch > 1:  # each photo's outputs (a list), the first and the last judged
             return [(self._photo_outputs(out[i], i), self.photo_reference(i)) for i in (0, batch - 1)]
         if path.photo:
-            return [(out, self.photo_reference())]
+            return [(self._photo_outputs(out, 0), self.photo_reference())]
         if batch == 1:
             return [(out, self.reference(0))]
         return [(_items(out, self.names, batch, i), self.reference(i)) for i in (0, batch - 1)]

@@ -75,10 +75,11 @@ def _gpu(case, net):
 
 
 def _gpu_photo(case, net):
-    from ..face.yunet import make_blob
-
-    photo, shape = case.photo(), case.x.shape
-    return (lambda: net.run_photo(photo, shape, make_blob)), net.program(shape)
+    photo, shape = case.photo(), case.x.shape  # photo() first: its Skip says which models take photos
+    photo_net = case.photo_net()
+    for _ in range(2):  # as in _photo_batch: the layout checked, then the choice of candidate rows
+        photo_net.run_photo(photo, shape)
+    return (lambda: photo_net.run_photo(photo, shape)), photo_net.program(shape)
 
 
 def _photo_batch(case):
@@ -177,7 +178,8 @@ MODEL_PATHS: dict[str, ModelPath] = {p.name: p for p in (
     ModelPath("gpu-per-conv", _gpu_per_conv, "each convolution alone on the GPU, the rest on the CPU", gpu=True,
               default=True),
     ModelPath("gpu", _gpu, "the whole program on the GPU, batch 1", gpu=True, default=True),
-    ModelPath("gpu-photo", _gpu_photo, "YuNet from a photo's bytes, laid out on the GPU (as detect runs it)",
+    ModelPath("gpu-photo", _gpu_photo, "YuNet from a photo's bytes, laid out on the GPU, its heads' candidate rows "
+              "read back (as detect runs it)",
               gpu=True, photo=True),
     ModelPath("gpu-photo-batch", _gpu_photo_batch, "YuNet from --batch photos' bytes in one submission, per photo "
               "(as a library run's batches of one bucket, its heads' candidate rows read back)", batch=True, gpu=True, photo=True),

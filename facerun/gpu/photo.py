@@ -384,6 +384,7 @@ class PhotoChecks:
             if not same:
                 log.warning("the GPU's candidate rows differ from the host's choice; photos read their heads whole")
                 return None
+        counters.bump("gpu_select_photos")
         return got
 
     def submit(self, prog, items: list, layout: PhotoLayout, batch_of):
