@@ -182,7 +182,8 @@ MODEL_PATHS: dict[str, ModelPath] = {p.name: p for p in (
               "read back (as detect runs it)",
               gpu=True, photo=True),
     ModelPath("gpu-photo-batch", _gpu_photo_batch, "YuNet from --batch photos' bytes in one submission, per photo "
-              "(as a library run's batches of one bucket, its heads' candidate rows read back)", batch=True, gpu=True, photo=True),
+              "(as a library run's batches of one bucket, its heads' candidate rows read back)", batch=True, gpu=True,
+              photo=True),
     ModelPath("gpu-photo-staged-batch", _gpu_photo_staged_batch, "gpu-photo-batch with the photos first copied into "
               "the device's upload memory by 8 threads (as a library run's decoding threads do), timed in",
               batch=True, gpu=True, photo=True),
