@@ -1,12 +1,14 @@
 """Photos' bytes up to the device, step by step: where the time of a batch row from photos' bytes goes (issue 37:
 YuNet 640x640 batch 16 from photos' bytes takes 6.9 ms, of which 2.4 ms are its kernels).
 
-    python benchmarks/upload.py [--mb 1.2,4.9,19.7] [--rounds 15]
+    python benchmarks/upload.py [--mb 1.2,4.9,19.7] [--rounds 15] [--piece-mb 8]
 
 For each size (19.7 MB: sixteen 640x640 RGB photos; 1.2 MB: one), the median over --rounds of, in ms and GB/s:
 - `write_buffer`: `queue.write_buffer` alone, the call that `gpu-photo-batch` makes (wgpu copies the bytes into
   staging memory of its own on this thread);
-- `write_buffer + run`: the same, then an empty submission carrying it, waited for (a 16-byte read-back): the bytes
+- `in pieces`: `queue.write_buffer` in writes of --piece-mb MiB (`gpu.staging.write_pieces`, how a program's input
+  larger than FACERUN_UPLOAD_PIECE_MB goes up);
+- `write_buffer + run`: the same (one write), then an empty submission carrying it, waited for (a 16-byte read-back): the bytes
   on the device;
 - `mapped write`: the copy into a mapped MAP_WRITE | COPY_SRC buffer (`write_mapped`; a library run's decoding threads
   copy so with numpy, gpu/staging.py);
@@ -31,6 +33,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", default="1.2,4.9,19.7", help="sizes in MB (10^6 bytes), comma-separated")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--piece-mb", type=float, default=8.0, help="the `in pieces` column's writes, MiB")
     args = ap.parse_args(argv)
     import wgpu
 
@@ -56,7 +59,7 @@ def main(argv=None) -> int:
         read(device, tail, nbytes=16)
 
     print(f"uploads on {dev.label}; medians of {args.rounds} rounds, ms (GB/s)")
-    print(f"{'MB':>6} {'write_buffer':>16} {'write_buffer + run':>20} {'mapped write':>16} "
+    print(f"{'MB':>6} {'write_buffer':>16} {'in pieces':>16} {'write_buffer + run':>20} {'mapped write':>16} "
           f"{'mapped + copy + run':>20} {'device copy':>16} {'read back':>16} {'wait only':>10}")
     for mb in (float(x) for x in args.mb.split(",")):
         n = int(mb * 1e6) // 4 * 4
@@ -66,7 +69,8 @@ def main(argv=None) -> int:
         stage = device.create_buffer(size=n, usage=U.MAP_WRITE | U.COPY_SRC, mapped_at_creation=True)
         stage.unmap()
         back = device.create_buffer(size=n, usage=U.MAP_READ | U.COPY_DST)
-        times: dict[str, list[float]] = {k: [] for k in ("write", "write_run", "mapped", "mapped_run", "copy",
+        piece = int(args.piece_mb * 2**20) // 4 * 4
+        times: dict[str, list[float]] = {k: [] for k in ("write", "pieces", "write_run", "mapped", "mapped_run", "copy",
                                                           "back", "wait")}
         for r in range(args.rounds + 2):  # two untimed rounds first
             t = time.perf_counter()
@@ -74,6 +78,10 @@ def main(argv=None) -> int:
             t1 = time.perf_counter()
             done()
             t2 = time.perf_counter()
+            for start in range(0, n, piece):
+                queue.write_buffer(dst, start, data[start : start + piece])
+            t2a = time.perf_counter()
+            done()
             stage.map_sync(wgpu.MapMode.WRITE)
             t3 = time.perf_counter()
             stage.write_mapped(data)
@@ -103,6 +111,7 @@ def main(argv=None) -> int:
             if r >= 2:
                 times["write"].append(t1 - t)
                 times["write_run"].append(t2 - t)
+                times["pieces"].append(t2a - t2)
                 times["mapped"].append(t4 - t3)
                 times["mapped_run"].append(t5 - t3)
                 times["copy"].append(t7 - t6)
@@ -114,7 +123,7 @@ def main(argv=None) -> int:
             return f"{s * 1e3:.3f} ({n / s / 1e9:.1f})".rjust(width)
 
         wait = statistics.median(times["wait"]) * 1e3
-        print(f"{mb:>6.1f} {cell('write', 16)} {cell('write_run', 20)} {cell('mapped', 16)} "
+        print(f"{mb:>6.1f} {cell('write', 16)} {cell('pieces', 16)} {cell('write_run', 20)} {cell('mapped', 16)} "
               f"{cell('mapped_run', 20)} {cell('copy', 16)} {cell('back', 16)} {wait:>10.3f}")
         for b in (dst, other, stage, back):
             b.destroy()

@@ -192,3 +192,33 @@ def test_a_mapping_still_pending_when_its_pool_goes_is_harmless(gpu):
     gc.collect()
     readback.mapping_calls().poll(gpu.device, wait=True)  # the callback comes now, its slot kept until then
     assert number not in staging._PENDING
+
+
+def test_an_input_goes_up_in_pieces_that_cover_it_once():
+    from facerun.gpu.staging import write_pieces
+
+    data = np.arange(3 * 2**20 // 4 + 5, dtype=np.float32)  # 3 MiB and 5 words
+    for mb, pieces in (("1", 4), ("0", 1), ("8", 1)):
+        calls = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("FACERUN_UPLOAD_PIECE_MB", mb)
+            write_pieces(lambda buf, at, piece: calls.append((at, bytes(piece))), "buf", 256, data)
+        assert len(calls) == pieces
+        assert [at for at, _ in calls] == [256 + i * 2**20 for i in range(pieces)]
+        assert b"".join(b for _, b in calls) == data.tobytes()
+
+
+def test_a_program_whose_input_went_up_in_pieces_gives_the_same_outputs(gpu, monkeypatch):
+    import facerun
+    from facerun.agree import seeded_input
+
+    net = facerun.load("yunet-2023mar", device="gpu")
+    x = seeded_input((1, 3, 96, 128), 3, (0.0, 255.0))  # 144 KiB
+    monkeypatch.setenv("FACERUN_UPLOAD_PIECE_MB", "0")
+    whole = net.run(x)
+    monkeypatch.setenv("FACERUN_UPLOAD_PIECE_MB", "0.01")  # 15 pieces of 10 KiB
+    pieces = net.run(x)
+    assert whole.keys() == pieces.keys()
+    assert all(np.array_equal(whole[k], pieces[k]) for k in whole)
+    other = net.run(seeded_input((1, 3, 96, 128), 4, (0.0, 255.0)))
+    assert any(not np.array_equal(whole[k], other[k]) for k in whole)  # the outputs follow the input

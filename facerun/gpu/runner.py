@@ -254,7 +254,7 @@ class GpuProgram:
             clock = phases.current()
             t = phases.perf_counter_ns() if clock else 0
             for (_, slot, _), a in zip(self.inputs, arrays):
-                self.dev.queue.write_buffer(self.buffers[slot], 0, a)
+                write_pieces(self.dev.queue.write_buffer, self.buffers[slot], 0, a)
             if clock:
                 t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
@@ -291,7 +291,7 @@ class GpuProgram:
 
         def write():
             for (_, slot, _), a in zip(self.inputs, arrays):
-                self.dev.queue.write_buffer(self.buffers[slot], 0, a)
+                write_pieces(self.dev.queue.write_buffer, self.buffers[slot], 0, a)
 
         return self.start(write)
 
@@ -372,7 +372,7 @@ class GpuProgram:
         def prepare():
             self.current()
             src, staging = self._batch_buffers(every_input.nbytes, per_item * len(items))
-            self.dev.queue.write_buffer(src, 0, every_input)
+            write_pieces(self.dev.queue.write_buffer, src, 0, every_input)
             enc = self.dev.device.create_command_encoder(label="facerun batch")
             at = 0
             for i in range(len(items)):

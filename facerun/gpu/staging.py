@@ -230,6 +230,19 @@ def write_words(write, buffer, at: int, data: np.ndarray) -> None:
         write(buffer, at + whole, np.pad(data[whole:], (0, 4 - (data.size - whole))))
 
 
+def write_pieces(write, buffer, at: int, data: np.ndarray) -> None:
+    """Array `data` (whole words) into `buffer` from byte `at` by `write`, in writes of at most
+    FACERUN_UPLOAD_PIECE_MB: wgpu stages each write in memory of its own, and one of tens of MB measured several
+    times slower a byte than writes of a few MB (docs/benchmarks.md)."""
+    flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    piece = int(settings.get("FACERUN_UPLOAD_PIECE_MB") * 2**20) // 4 * 4
+    if piece <= 0 or flat.nbytes <= piece:
+        write(buffer, at, flat)
+        return
+    for start in range(0, flat.nbytes, piece):
+        write(buffer, at + start, flat[start : start + piece])
+
+
 def staged_bytes(rgb, pool: PhotoStaging | None) -> Staged | None:
     """The live Staged handle of `rgb` made by `pool`, or None: the image goes up from the host."""
     staged = getattr(rgb, "staged", None)
