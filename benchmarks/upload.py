@@ -8,8 +8,8 @@ For each size (19.7 MB: sixteen 640x640 RGB photos; 1.2 MB: one), the median ove
   staging memory of its own on this thread);
 - `in pieces`: `queue.write_buffer` in writes of --piece-mb MiB (`gpu.staging.write_pieces`, how a program's input
   larger than FACERUN_UPLOAD_PIECE_MB goes up);
-- `write_buffer + run`: the same (one write), then an empty submission carrying it, waited for (a 16-byte read-back): the bytes
-  on the device;
+- `write_buffer + run`: the same (one write), then an empty submission carrying it, waited for (a 16-byte
+  read-back): the bytes on the device;
 - `mapped write`: the copy into a mapped MAP_WRITE | COPY_SRC buffer (`write_mapped`; a library run's decoding threads
   copy so with numpy, gpu/staging.py);
 - `mapped + copy + run`: then unmap, copy_buffer_to_buffer into a storage buffer, submit, wait, map again;

@@ -200,9 +200,13 @@ def test_an_input_goes_up_in_pieces_that_cover_it_once():
     data = np.arange(3 * 2**20 // 4 + 5, dtype=np.float32)  # 3 MiB and 5 words
     for mb, pieces in (("1", 4), ("0", 1), ("8", 1)):
         calls = []
+
+        def write(buf, at, piece, calls=calls):
+            calls.append((at, bytes(piece)))
+
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("FACERUN_UPLOAD_PIECE_MB", mb)
-            write_pieces(lambda buf, at, piece: calls.append((at, bytes(piece))), "buf", 256, data)
+            write_pieces(write, "buf", 256, data)
         assert len(calls) == pieces
         assert [at for at, _ in calls] == [256 + i * 2**20 for i in range(pieces)]
         assert b"".join(b for _, b in calls) == data.tobytes()
@@ -218,6 +222,7 @@ def test_a_program_whose_input_went_up_in_pieces_gives_the_same_outputs(gpu, mon
     whole = net.run(x)
     monkeypatch.setenv("FACERUN_UPLOAD_PIECE_MB", "0.01")  # 15 pieces of 10 KiB
     pieces = net.run(x)
+    assert net.device != "cpu"  # both on the GPU (a failed write would drop the model to the CPU)
     assert whole.keys() == pieces.keys()
     assert all(np.array_equal(whole[k], pieces[k]) for k in whole)
     other = net.run(seeded_input((1, 3, 96, 128), 4, (0.0, 255.0)))

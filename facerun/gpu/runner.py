@@ -26,6 +26,7 @@ from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 from .photo import ITEMS, PARAMS_COPIED, PhotoInput
 from .replay import Replay, native_calls
+from .staging import write_pieces
 
 
 def _wgpu():
