@@ -507,10 +507,8 @@ class ItemsBatch:
                 for _, slot, offset, size, _ in copies:
                     if slot is not None:
                         copy(gp.buffers[slot], 0, staging, offset, size)
-                if chosen is not None:
-                    out = chosen.record(enc, len(items))
-                    for k in range(len(items)):
-                        chosen.copy(enc, out, k, staging, k * _up(chosen.read_bytes))
+                if chosen is not None:  # the items' regions, one after another as the staging buffer takes them
+                    chosen.copy(enc, chosen.record(enc, len(items)), 0, staging, 0, len(items))
                 commands = enc.finish()
                 if clock:
                     t = clock.lap(phases.RECORD, t)

@@ -105,13 +105,24 @@ class Selection:
             raise GpuError("too many grid levels or positions for a candidate row's key")
         with gp.lock:  # the read-back of a single run goes through the arena's staging buffer
             gp.arena.fit(gp.slots.sizes, len(gp.params), self.read_bytes)
-        self._params = None  # uniform buffer: a slot an (item, level), written when its group is made
-        self._grids = [flat_grid(positions, gp.dev.limits) for *_, positions, _ in self.levels]
+        self._params = None  # uniform buffer: a slot a (first item, items, level), written when its group is made
+        self._slots: dict[tuple[int, int], int] = {}  # (first item, items) -> its slots' index
+        self._grids: dict[tuple[int, int], tuple] = {}  # (items, level) -> flat_grid of its dispatch
 
-    def _group(self, k: int, level: int, out):
-        """Item k's bind group of a level: its parameters at their slot, the heads, the arena's candidate buffer."""
+    def _grid(self, count: int, level: int) -> tuple:
+        key = (count, level)
+        if key not in self._grids:
+            self._grids[key] = flat_grid(count * self.levels[level][3], self.gp.dev.limits)
+        return self._grids[key]
+
+    def _group(self, first: int, count: int, level: int, out):
+        """The bind group of items first .. first + count - 1 at a level: their parameters at their slot, the heads,
+        the arena's candidate buffer."""
         gp = self.gp
-        slot_at = (k * len(self.levels) + level) * K.UNIFORM_SLOT
+        index = self._slots.setdefault((first, count), len(self._slots))
+        if index >= K.PHOTO_ITEMS:
+            raise GpuError("too many kinds of candidate-row dispatches for one program")
+        slot_at = (index * len(self.levels) + level) * K.UNIFORM_SLOT
 
         def make():
             wgpu = _wgpu()
@@ -122,12 +133,12 @@ class Selection:
                                                  usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
             stride, slots, widths, positions, cols = self.levels[level]
             w = (*widths, 0, 0, 0)[:3]
-            _, _, row = self._grids[level]
-            base = k * positions if self.items > 1 else 0
+            _, _, row = self._grid(count, level)
             params = K.SELECT.params().pack(
-                total=positions, row=row, cols=cols, item=k, base=base, stride=stride, tag=self.tags[level],
-                floor=float(self.spec.floor), cap=self.spec.cap, width=self.width, region=k * self.region // 4,
-                w0=w[0], w1=w[1], w2=w[2])
+                total=count * positions, row=row, cols=cols, item=first,
+                per_item=positions if self.items > 1 else 0, positions=positions, stride=stride,
+                tag=self.tags[level], floor=float(self.spec.floor), cap=self.spec.cap, width=self.width,
+                step=self.region // 4, w0=w[0], w1=w[1], w2=w[2])
             gp.dev.queue.write_buffer(self._params, slot_at, params)
             buffers = [gp.buffers[s] for s in slots] + [gp.dev.dummy] * (len(K.READ_BINDINGS) - len(slots))
             entries = [{"binding": K.UNIFORM_BINDING,
@@ -140,12 +151,12 @@ class Selection:
                             "resource": {"buffer": photos, "offset": 0, "size": photos.size}})
             return dev.create_bind_group(layout=gp.dev.layout, entries=entries)
 
-        return gp.arena.bind_group(("select", self.serial, k, level, _out(gp.arena, self.region).generation,
-                                    gp.generation), make)
+        return gp.arena.bind_group(("select", self.serial, first, count, level,
+                                    _out(gp.arena, self.region).generation, gp.generation), make)
 
     def record(self, enc, count: int, first: int = 0):
         """Items first .. first + count - 1's candidate rows, after the pass that made their heads (the arena's
-        `photos` holding their photo sizes): their regions cleared, one dispatch a level and item. Gives the
+        `photos` holding their photo sizes): their regions cleared, one dispatch a level for all of them. Gives the
         candidate buffer (lock held)."""
         if first + count > K.PHOTO_ITEMS or (self.items > 1 and first + count > self.items):
             raise GpuError(f"candidate rows of items {first}..{first + count - 1}: past the batch")
@@ -154,18 +165,18 @@ class Selection:
         enc.clear_buffer(out, first * self.region, count * self.region)
         pipeline = gp.dev.pipeline(K.SELECT)
         n = gp.native  # replay.Native: the recording calls made directly (see replay.py), or None: wgpu-py's API
+        grids = [self._grid(count, level) for level in range(len(self.levels))]
         if n is not None:
-            steps = [(None, n.handle(self._group(k, level, out)), gx, gy)
-                     for k in range(first, first + count) for level, (gx, gy, _) in enumerate(self._grids)]
+            steps = [(None, n.handle(self._group(first, count, level, out)), gx, gy)
+                     for level, (gx, gy, _) in enumerate(grids)]
             steps[0] = (n.handle(pipeline), *steps[0][1:])
             n.compute_pass(enc, steps)
             return out
         cp = enc.begin_compute_pass(label="facerun candidate rows")
         cp.set_pipeline(pipeline)
-        for k in range(first, first + count):
-            for level, (gx, gy, _) in enumerate(self._grids):
-                cp.set_bind_group(0, self._group(k, level, out))
-                cp.dispatch_workgroups(gx, gy, 1)
+        for level, (gx, gy, _) in enumerate(grids):
+            cp.set_bind_group(0, self._group(first, count, level, out))
+            cp.dispatch_workgroups(gx, gy, 1)
         cp.end()
         return out
 
@@ -173,9 +184,10 @@ class Selection:
         """The candidate buffer's generation (lock held): commands recorded in another name a buffer since replaced."""
         return _out(self.gp.arena, self.region).generation
 
-    def copy(self, enc, out, k: int, staging, at: int) -> None:
-        """Item k's region (its count and rows) into `staging` from byte `at`."""
-        copier(self.gp.native, enc)(out, k * self.region, staging, at, self.read_bytes)
+    def copy(self, enc, out, k: int, staging, at: int, count: int = 1) -> None:
+        """Item k's region (its count and rows), and the next count - 1 items' after it, into `staging` from byte
+        `at`, each item `region` bytes after the last."""
+        copier(self.gp.native, enc)(out, k * self.region, staging, at, (count - 1) * self.region + self.read_bytes)
 
     def unpack(self, flat: np.ndarray, at: int, photo_hw: tuple[int, int]) -> Selected | None:
         """The rows read back from byte `at` of `flat` (float32), in the grids' order; None: more than the region
