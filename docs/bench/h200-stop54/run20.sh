@@ -10,3 +10,7 @@ for i in 1 2; do
   row $N pieces-8-$i $B
   FACERUN_UPLOAD_PIECE_MB=2 row $N pieces-2-$i $B
 done
+# the candidate rows of a batch program's items in one dispatch a level (3, not 48) and one copy: the split batch again
+for i in 1 2; do
+  FACERUN_PHOTO_ITEMS=on row $N rows-split-$i models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-photo-batch --repeat 30
+done
