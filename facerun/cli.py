@@ -272,6 +272,7 @@ def main(allow_software):
     built-in replica name (every-op, yunet-arch, sface-arch, auraface-arch, and their -small variants), so nothing
     needs downloading. The global options may also follow the command's name.
     """
+    settings.check_environment()  # a FACERUN_* value its setting refuses: one error line before any work
 
 
 main.params[1:1] = _global_options(hidden=False)  # after --version, before --allow-software, as they always were

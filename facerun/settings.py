@@ -272,6 +272,16 @@ def get(name: str, environ: Mapping[str, str] | None = None):
     return entry.default if value is None else value
 
 
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Every setting the environment sets, parsed once: an InputError naming the first value its setting refuses
+    (at a command's start, rather than deep in a run, where a GPU setting's error would drop the GPU)."""
+    for entry in SETTINGS:
+        try:
+            get(entry.name, environ)
+        except FacerunError as e:
+            raise InputError(str(e)) from None
+
+
 def is_set(name: str) -> bool:
     """Whether `name` is in the environment with a value (the cache folder says where it came from)."""
     setting(name)

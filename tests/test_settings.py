@@ -1,6 +1,7 @@
 """facerun/settings.py: the one reader of FACERUN_* variables, and docs/environment.md's table made from it."""
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -92,6 +93,22 @@ def test_a_bad_value_is_one_line_naming_it(monkeypatch, name, text, error, messa
     with pytest.raises(error) as caught:
         settings.get(name)
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name, text", [("FACERUN_PHOTO_SPLIT", "half"), ("FACERUN_UPLOAD_PIECE_MB", "abc"),
+                                        ("FACERUN_GPU_BUDGET_MB", "nan")])
+def test_a_command_refuses_a_bad_setting_before_any_work(tmp_path, name, text):
+    """Checked at the command's start (settings.check_environment): one error line naming it, exit 1, nothing
+    written; not a GPU dropped half-way through a run."""
+    out = tmp_path / "faces.jpg"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FACERUN_")}
+    done = subprocess.run([sys.executable, "-m", "facerun.cli", "detect", "docs/img/astronaut.jpg", "--draw",
+                           str(out)], env={**env, name: text}, capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 1 and not out.exists(), done.stderr
+    assert done.stderr.startswith(f"error: {name}") and text in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert settings.check_environment({name: "1"}) is None  # a good value passes
 
 
 def test_ignored_values_fall_back_to_the_default(monkeypatch):
