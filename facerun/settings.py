@@ -225,8 +225,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_SPLIT", "whole number", 4, "on the GPU, a batch of photos of at least this many, submitted "
             "while no other batch is in flight, goes as two submissions, so the device runs the first half while "
             "the second is written (0: never split)", _whole, "4"),
-    Setting("FACERUN_UPLOAD_PIECE_MB", "MiB", 8.0, "on the GPU, a program's input larger than this goes up in "
-            "queue writes of this size (0: one write, however large)", _mib),
+    Setting("FACERUN_UPLOAD_PIECE_MB", "MiB", 0.0, "on the GPU, a program's input larger than this goes up in "
+            "queue writes of this size, instead of one write however large (0)", _mib),
     Setting("FACERUN_PHOTO_PADDING", "`run`", "", "`run`: a batch program (FACERUN_PHOTO_ITEMS) runs every item, "
             "its padding past the batch's photos too, instead of only the workgroups of the photos there", _word,
             "skipped"),

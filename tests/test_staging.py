@@ -198,7 +198,7 @@ def test_an_input_goes_up_in_pieces_that_cover_it_once():
     from facerun.gpu.staging import write_pieces
 
     data = np.arange(3 * 2**20 // 4 + 5, dtype=np.float32)  # 3 MiB and 5 words
-    for mb, pieces in (("1", 4), ("0", 1), ("8", 1)):
+    for mb, pieces in (("1", 4), ("0", 1), ("8", 1), ("", 1)):  # unset: one write
         calls = []
 
         def write(buf, at, piece, calls=calls):

@@ -232,8 +232,9 @@ def write_words(write, buffer, at: int, data: np.ndarray) -> None:
 
 def write_pieces(write, buffer, at: int, data: np.ndarray) -> None:
     """Array `data` (whole words) into `buffer` from byte `at` by `write`, in writes of at most
-    FACERUN_UPLOAD_PIECE_MB: wgpu stages each write in memory of its own, and one of tens of MB measured several
-    times slower a byte than writes of a few MB (docs/benchmarks.md)."""
+    FACERUN_UPLOAD_PIECE_MB (0, the default: one write): wgpu stages each write in memory of its own, and one write
+    of 78.6 MB measured 5.2 GB/s against 12-16 for writes up to 20 MB (docs/benchmarks.md); whether pieces restore
+    that rate is still to be measured on a device (docs/bench/h200-stop54/run20.sh)."""
     flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     piece = int(settings.get("FACERUN_UPLOAD_PIECE_MB") * 2**20) // 4 * 4
     if piece <= 0 or flat.nbytes <= piece:

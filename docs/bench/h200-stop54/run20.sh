@@ -1,4 +1,4 @@
-# Stop 54's fifth call (issue 37), cut to the device time left: queue writes of tens of MB in pieces
+# Stop 54's fifth call (issue 37), ready but not run: the session's device time ran out. Cut to fit it: queue writes of tens of MB in pieces
 # (FACERUN_UPLOAD_PIECE_MB) against one write (upload.py's columns, then YuNet's batch of 16 from a float32 blob: 79 MB
 # of input, gpu-batch, in turn), and the split batch from photos' bytes with its candidate rows in 3 dispatches.
 source docs/bench/h200-issue35/setup.sh
