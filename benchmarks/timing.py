@@ -55,7 +55,8 @@ def detect(args) -> list[tuple[str, float, str]]:
         yn = cv2.FaceDetectorYN.create(str(default_detector()), "", (w, h), 0.6, 0.3, 5000)
         bgr = np.ascontiguousarray(rgb[:, :, ::-1])
         n = len(yn.detect(bgr)[1] if yn.detect(bgr)[1] is not None else [])
-        rows.append(("opencv FaceDetectorYN", median_ms(lambda: yn.detect(bgr), args.repeat), f"{n} faces, {cv2.getNumThreads()} threads"))
+        ms = median_ms(lambda: yn.detect(bgr), args.repeat)
+        rows.append(("opencv FaceDetectorYN", ms, f"{n} faces, {cv2.getNumThreads()} threads"))
     except ImportError:
         rows.append(("opencv FaceDetectorYN", float("nan"), "opencv-python-headless not installed"))
     return rows
@@ -76,7 +77,7 @@ def embed(args) -> list[tuple[str, float, str]]:
             rows.append((f"facerun {device}", float("nan"), str(err)))
             continue
         cpu = cpu or e
-        ms = median_ms(lambda: e.embed(crops, batch=args.batch), args.repeat, warmup=1)
+        ms = median_ms(lambda e=e: e.embed(crops, batch=args.batch), args.repeat, warmup=1)
         rows.append((f"facerun {device}", ms, f"{e.device}"))
     x = cpu.preprocessing.apply(crops)
     for provider in ("cpu", "webgpu"):
@@ -85,13 +86,14 @@ def embed(args) -> list[tuple[str, float, str]]:
         except facerun.FacerunError as err:
             rows.append((f"onnxruntime {provider}", float("nan"), str(err)))
             continue
-        name = cpu.net.input_name
-        if cpu.net.batch_free:
-            run = lambda: [oracle.run(sess, {name: x[i : i + args.batch]}) for i in range(0, len(x), args.batch)]
-        else:  # a file fixed at batch 1
-            run = lambda: [oracle.run(sess, {name: x[i : i + 1]}) for i in range(len(x))]
+        step = args.batch if cpu.net.batch_free else 1  # a file fixed at batch 1 runs a face at a time
+
+        def run(sess=sess, name=cpu.net.input_name, step=step):
+            return [oracle.run(sess, {name: x[i : i + step]}) for i in range(0, len(x), step)]
+
         rows.append((f"onnxruntime {provider}", median_ms(run, args.repeat, warmup=1), ""))
-    return [(label, ms, f"{args.faces / ms * 1e3:.0f} faces/s" + (f"; {note}" if note else "")) for label, ms, note in rows]
+    return [(label, ms, f"{args.faces / ms * 1e3:.0f} faces/s" + (f"; {note}" if note else ""))
+            for label, ms, note in rows]
 
 
 def main(argv=None) -> int:
