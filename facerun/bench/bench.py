@@ -388,7 +388,7 @@ class _Case:
         return [(_items(out, self.names, batch, i), self.reference(i)) for i in (0, batch - 1)]
 
     def _photo_outputs(self, out, item: int) -> dict:
-        """A batch photo's outputs by name: the device's candidate rows (runner.Selected) as the CPU's heads with
+        """Photo `item`'s outputs by name: the device's candidate rows (runner.Selected) as the CPU's heads with
         those rows written in, so the check judges every row the device chose and every one it left out."""
         from ..runner import Selected
 

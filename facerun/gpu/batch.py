@@ -10,7 +10,9 @@ per (program, photo size), into the store.
 
 Submitting gives a `Pending`; reading it back waits for that submission only (the native submission index), so
 while the GPU runs batch k the caller writes batch k+1 and reads batch k-1: each program has two upload buffers and
-the model two read-back buffers (`SETS`), used in turn; a buffer still holding an unread batch is read first.
+the model two read-back buffers (`SETS`), used in turn; a buffer still holding an unread batch is read first. A
+batch submitted while no other is unread goes as two submissions (`split`, FACERUN_PHOTO_SPLIT), so the device
+starts on the first half while the host writes the second.
 """
 
 from __future__ import annotations
