@@ -131,6 +131,13 @@ def _photo_batch(name: str, text: str) -> int:
     return int(text)
 
 
+def _parts(name: str, text: str) -> int:
+    text = text.strip()
+    if not text.isdigit() or not 1 <= int(text) <= 8:
+        raise InputError(f"{name} must be a whole number from 1 to 8, not '{text}'")
+    return int(text)
+
+
 def _bucket(name: str, text: str) -> int:
     text = text.strip()
     try:
@@ -225,6 +232,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_PHOTO_SPLIT", "whole number", 4, "on the GPU, a batch of photos of at least this many, submitted "
             "while no other batch is in flight, goes as two submissions, so the device runs the first half while "
             "the second is written (0: never split)", _whole, "4"),
+    Setting("FACERUN_PHOTO_PARTS", "whole number 1-8", 2, "on the GPU, how many submissions a batch split by "
+            "FACERUN_PHOTO_SPLIT goes in (as even as can be; 1: never split), so the device starts on the first part "
+            "sooner",
+            _parts),
     Setting("FACERUN_UPLOAD_PIECE_MB", "MiB", 0.0, "on the GPU, a program's input larger than this goes up in "
             "queue writes of this size, instead of one write however large (0)", _mib),
     Setting("FACERUN_PHOTO_PADDING", "`run`", "", "`run`: a batch program (FACERUN_PHOTO_ITEMS) runs every item, "

@@ -75,18 +75,24 @@ def _item_batches() -> int:
     return counters.snapshot().get("gpu_photo_item_batches", 0)
 
 
-def test_a_batch_goes_in_two_submissions_only_to_an_idle_device():
+def test_a_batch_goes_in_parts_only_to_an_idle_device():
     assert split(16, True, 4) == [8, 8] and split(5, True, 4) == [2, 3] and split(2, True, 2) == [1, 1]
     assert split(3, True, 4) == [3]  # too few photos
     assert split(16, False, 4) == [16]  # a batch in flight keeps the device busy
     assert split(16, True, 0) == [16] and split(1, True, 1) == [1]
+    assert split(16, True, 4, 4) == [4, 4, 4, 4] and split(10, True, 4, 3) == [3, 3, 4]
+    assert split(3, True, 2, 8) == [1, 1, 1]  # no part without a photo
+    assert sum(split(61, True, 4, 7)) == 61 and split(16, True, 4, 1) == [16]
 
 
-@pytest.mark.parametrize("items, pieces", [("off", "0"), ("on", "0"), ("off", "4"), ("on", "4")])
-def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces):
-    """Whole, or split in two submissions (FACERUN_PHOTO_SPLIT: the device idle, four photos)."""
+@pytest.mark.parametrize("items, pieces, parts", [("off", "0", "2"), ("on", "0", "2"), ("off", "4", "2"),
+                                                  ("on", "4", "2"), ("on", "4", "4"), ("off", "4", "3")])
+def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces, parts):
+    """Whole, or split in two submissions or more (FACERUN_PHOTO_SPLIT and FACERUN_PHOTO_PARTS: the device idle,
+    four photos; four parts take more than the model's two read-back buffers, so a part waits on the one before)."""
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
     monkeypatch.setenv("FACERUN_PHOTO_SPLIT", pieces)
+    monkeypatch.setenv("FACERUN_PHOTO_PARTS", parts)
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")  # the four crops fill the bucket's batch program
     crops = _crops(0, SAME_BUCKET)
     prepared = [detector.prepare(c) for c in crops]
@@ -95,8 +101,8 @@ def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces
     before = counters.snapshot()
     batched = detector.submit_networks(prepared)()
     spent = counters.since(before)
-    submissions = 2 if pieces == "4" else 1
-    assert spent.get("gpu_photo_batches_split", 0) == submissions - 1
+    submissions = int(parts) if pieces == "4" else 1
+    assert spent.get("gpu_photo_batches_split", 0) == (submissions > 1)
     assert spent.get("gpu_photo_item_batches", 0) == (submissions if items == "on" else 0)
     assert spent.get("gpu_photo_batches", 0) == (0 if items == "on" else submissions)
     for p, c in zip(batched, crops):

@@ -96,7 +96,7 @@ def test_a_bad_value_is_one_line_naming_it(monkeypatch, name, text, error, messa
 
 
 @pytest.mark.parametrize("name, text", [("FACERUN_PHOTO_SPLIT", "half"), ("FACERUN_UPLOAD_PIECE_MB", "abc"),
-                                        ("FACERUN_GPU_BUDGET_MB", "nan")])
+                                        ("FACERUN_GPU_BUDGET_MB", "nan"), ("FACERUN_PHOTO_PARTS", "9")])
 def test_a_command_refuses_a_bad_setting_before_any_work(tmp_path, name, text):
     """Checked at the command's start (settings.check_environment): one error line naming it, exit 1, nothing
     written; not a GPU dropped half-way through a run."""

@@ -11,8 +11,8 @@ per (program, photo size), into the store.
 Submitting gives a `Pending`; reading it back waits for that submission only (the native submission index), so
 while the GPU runs batch k the caller writes batch k+1 and reads batch k-1: each program has two upload buffers and
 the model two read-back buffers (`SETS`), used in turn; a buffer still holding an unread batch is read first. A
-batch submitted while no other is unread goes as two submissions (`split`, FACERUN_PHOTO_SPLIT), so the device
-starts on the first half while the host writes the second.
+batch submitted while no other is unread goes as two submissions or more (`split`, FACERUN_PHOTO_SPLIT and
+FACERUN_PHOTO_PARTS), so the device starts on the first part while the host writes the next.
 """
 
 from __future__ import annotations
@@ -99,15 +99,17 @@ class Joined:
         return [out for part in self.parts for out in part.result()]
 
 
-def split(count: int, idle: bool, least: int) -> list[int]:
-    """How many photos each submission of a batch of `count` takes: two halves where nothing else is in flight
-    (`idle`: the device would otherwise wait while the host writes every photo before it starts) and the batch has
-    at least `least` photos (0: never); one submission otherwise (a batch in flight keeps the device busy, and a
-    second pass to record would only cost the thread feeding it)."""
-    if not idle or least <= 0 or count < max(least, 2):
+def split(count: int, idle: bool, least: int, parts: int = 2) -> list[int]:
+    """How many photos each submission of a batch of `count` takes: `parts` pieces, as even as can be (the later
+    ones a photo more), where nothing else is in flight (`idle`: the device would otherwise wait while the host
+    writes every photo before it starts) and the batch has at least `least` photos (0: never); one submission
+    otherwise (a batch in flight keeps the device busy, and more passes to record would only cost the thread
+    feeding it)."""
+    if not idle or least <= 0 or parts < 2 or count < max(least, 2):
         return [count]
-    first = count // 2
-    return [first, count - first]
+    k = min(parts, count)
+    small, more = divmod(count, k)
+    return [small + (i >= k - more) for i in range(k)]
 
 
 def submit_split(batch, items: list, *args) -> Pending | Joined:
@@ -116,7 +118,8 @@ def submit_split(batch, items: list, *args) -> Pending | Joined:
     gp = batch.gp
     with gp.lock:
         idle = _ring(gp.arena).idle()
-    counts = split(len(items), idle and batch.splits(), settings.get("FACERUN_PHOTO_SPLIT"))
+    counts = split(len(items), idle and batch.splits(), settings.get("FACERUN_PHOTO_SPLIT"),
+                   settings.get("FACERUN_PHOTO_PARTS"))
     if len(counts) == 1:
         return batch.submit_one(items, *args)
     parts, at = [], 0
@@ -220,11 +223,11 @@ class PhotoBatch:
 
     # ---- running
     def splits(self) -> bool:
-        """Whether a batch may go in two submissions (`split`): each photo has a pass of its own anyway."""
+        """Whether a batch may go in several submissions (`split`): each photo has a pass of its own anyway."""
         return True
 
     def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending | Joined:
-        """submit_one, in two submissions where the device is idle (`split`)."""
+        """submit_one, in several submissions where the device is idle (`split`)."""
         return submit_split(self, items, bgr, align, select, stager)
 
     def submit_one(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
@@ -424,12 +427,12 @@ class ItemsBatch:
         return at <= self.gp.dev.limits.max_binding
 
     def splits(self) -> bool:
-        """Whether a batch may go in two submissions (`split`): only where a pass runs just its photos' workgroups
+        """Whether a batch may go in several submissions (`split`): only where a pass runs just its photos' workgroups
         (two passes over the padding would double the device's work)."""
         return bool(self.gp.items) and settings.get("FACERUN_PHOTO_PADDING") != "run"
 
     def submit(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending | Joined:
-        """submit_one, in two submissions where the device is idle (`split`)."""
+        """submit_one, in several submissions where the device is idle (`split`)."""
         return submit_split(self, items, bgr, align, select, stager)
 
     def submit_one(self, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending:
