@@ -1,0 +1,17 @@
+# Stop 55's second call (issue 36): a library run's batches of one bucket in batch programs (FACERUN_PHOTO_ITEMS=on,
+# now with their padding skipped and the candidate rows chosen in 3 dispatches a batch) against a program run a photo
+# (the default), rounds in turn, detect on the 4120 photos and the whole job once; and the same with headers read
+# 128 ahead (fuller batches). Then decoding alone, the floor.
+source docs/bench/h200-issue35/setup.sh
+nvidia-smi --query-gpu=name --format=csv,noheader; nproc
+N=$PWD/.device/s55
+E="--embedder MobileFaceNet"
+for i in 1 2; do
+  row $N d4120-photo-$i photos /tmp/p20 --paths gpu
+  FACERUN_PHOTO_ITEMS=on row $N d4120-items-$i photos /tmp/p20 --paths gpu
+done
+FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_LOOKAHEAD=128 row $N d4120-items-ahead128 photos /tmp/p20 --paths gpu
+FACERUN_PHOTO_ITEMS=on FACERUN_PHOTO_BATCH=16 row $N d4120-items-b16 photos /tmp/p20 --paths gpu
+row $N w4120-photo photos /tmp/p20 --paths gpu $E
+FACERUN_PHOTO_ITEMS=on row $N w4120-items photos /tmp/p20 --paths gpu $E
+row $N floor photos /tmp/p20 --paths decode,decode-processes
