@@ -236,6 +236,9 @@ SETTINGS: tuple[Setting, ...] = (
             "FACERUN_PHOTO_SPLIT goes in (as even as can be; 1: never split), so the device starts on the first part "
             "sooner",
             _parts),
+    Setting("FACERUN_UPLOAD_THREADS", "whole number", 0, "on the GPU, a batch of photos not yet in the device's "
+            "upload memory is copied there by this many threads side by side before it is recorded, instead of "
+            "written photo after photo by the thread feeding the device (0)", _whole, "0"),
     Setting("FACERUN_UPLOAD_PIECE_MB", "MiB", 0.0, "on the GPU, a program's input larger than this goes up in "
             "queue writes of this size, instead of one write however large (0)", _mib),
     Setting("FACERUN_PHOTO_PADDING", "`run`", "", "`run`: a batch program (FACERUN_PHOTO_ITEMS) runs every item, "

@@ -85,14 +85,17 @@ def test_a_batch_goes_in_parts_only_to_an_idle_device():
     assert sum(split(61, True, 4, 7)) == 61 and split(16, True, 4, 1) == [16]
 
 
-@pytest.mark.parametrize("items, pieces, parts", [("off", "0", "2"), ("on", "0", "2"), ("off", "4", "2"),
-                                                  ("on", "4", "2"), ("on", "4", "4"), ("off", "4", "3")])
-def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces, parts):
+@pytest.mark.parametrize("items, pieces, parts, threads", [
+    ("off", "0", "2", "0"), ("on", "0", "2", "0"), ("off", "4", "2", "0"), ("on", "4", "2", "0"),
+    ("on", "4", "4", "0"), ("off", "4", "3", "0"), ("on", "4", "2", "2"), ("off", "0", "2", "3")])
+def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces, parts, threads):
     """Whole, or split in two submissions or more (FACERUN_PHOTO_SPLIT and FACERUN_PHOTO_PARTS: the device idle,
-    four photos; four parts take more than the model's two read-back buffers, so a part waits on the one before)."""
+    four photos; four parts take more than the model's two read-back buffers, so a part waits on the one before);
+    the photos written by the feeding thread, or staged by upload threads first (FACERUN_UPLOAD_THREADS)."""
     monkeypatch.setenv("FACERUN_PHOTO_ITEMS", items)
     monkeypatch.setenv("FACERUN_PHOTO_SPLIT", pieces)
     monkeypatch.setenv("FACERUN_PHOTO_PARTS", parts)
+    monkeypatch.setenv("FACERUN_UPLOAD_THREADS", threads)
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")  # the four crops fill the bucket's batch program
     crops = _crops(0, SAME_BUCKET)
     prepared = [detector.prepare(c) for c in crops]
@@ -103,6 +106,8 @@ def test_a_batch_equals_each_photos_own_run(detector, monkeypatch, items, pieces
     spent = counters.since(before)
     submissions = int(parts) if pieces == "4" else 1
     assert spent.get("gpu_photo_batches_split", 0) == (submissions > 1)
+    # with upload threads every photo was staged (two or more to a part), none without
+    assert spent.get("gpu_photos_staged", 0) == (len(crops) if threads != "0" else 0)
     assert spent.get("gpu_photo_item_batches", 0) == (submissions if items == "on" else 0)
     assert spent.get("gpu_photo_batches", 0) == (0 if items == "on" else submissions)
     for p, c in zip(batched, crops):

@@ -112,20 +112,25 @@ def split(count: int, idle: bool, least: int, parts: int = 2) -> list[int]:
     return [small + (i >= k - more) for i in range(k)]
 
 
-def submit_split(batch, items: list, *args) -> Pending | Joined:
-    """`batch.submit_one(items, *args)` (a PhotoBatch or an ItemsBatch), in the pieces `split` gives: the device
-    starts on the first piece while the second is written."""
+def submit_split(batch, items: list, bgr: bool, align: int, select=None, stager=None) -> Pending | Joined:
+    """`batch.submit_one(items, ...)` (a PhotoBatch or an ItemsBatch), in the parts `split` gives: the device starts
+    on the first part while the next is written. With FACERUN_UPLOAD_THREADS, each part's photos are first staged
+    (copied into upload memory) by that many threads side by side, not written one after another on this thread."""
     gp = batch.gp
     with gp.lock:
         idle = _ring(gp.arena).idle()
     counts = split(len(items), idle and batch.splits(), settings.get("FACERUN_PHOTO_SPLIT"),
                    settings.get("FACERUN_PHOTO_PARTS"))
-    if len(counts) == 1:
-        return batch.submit_one(items, *args)
+    threads = settings.get("FACERUN_UPLOAD_THREADS") if stager is not None else 0
     parts, at = [], 0
     for n in counts:
-        parts.append(batch.submit_one(items[at : at + n], *args))
+        part = items[at : at + n]
+        if threads:
+            part = stager.stage_all(part, threads)
+        parts.append(batch.submit_one(part, bgr, align, select, stager))
         at += n
+    if len(parts) == 1:
+        return parts[0]
     counters.bump("gpu_photo_batches_split")
     return Joined(parts)
 

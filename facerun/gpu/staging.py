@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -151,6 +152,26 @@ class PhotoStaging:
         # re-entrant: a staged photo dropped unrun gives its buffer back from a finalizer, which a collection may
         # run on a thread already holding the lock (in _take)
         self._lock = threading.RLock()
+        self._threads: ThreadPoolExecutor | None = None  # stage_all's, made at its first use
+
+    def stage_all(self, items: list, threads: int) -> list:
+        """Batch items [(rgb, photo)] with every photo not yet staged staged by `threads` threads side by side (the
+        copies let go of the interpreter lock): one thread copies at the host's one-core memcpy speed, and a batch
+        of 16 photos of 640x640 is 19.7 MB. Items as they were where there is nothing to do (threads 0, a photo
+        or none left to stage, no staging here)."""
+        todo = [k for k, (rgb, _) in enumerate(items) if getattr(rgb, "staged", None) is None]
+        if threads <= 0 or len(todo) < 2 or self.native is None:
+            return items
+        if self._threads is None:
+            with self._lock:
+                if self._threads is None:
+                    self._threads = ThreadPoolExecutor(threads, thread_name_prefix="facerun-upload")
+                    weakref.finalize(self, self._threads.shutdown, wait=False)
+        staged = self._threads.map(self.stage, [items[k][0] for k in todo])
+        out = list(items)
+        for k, rgb in zip(todo, staged):
+            out[k] = (rgb, items[k][1])
+        return out
 
     def stage(self, rgb: np.ndarray) -> np.ndarray:
         """`rgb` (H x W x C uint8) as a StagedImage whose bytes are in the device's upload memory, or `rgb` itself

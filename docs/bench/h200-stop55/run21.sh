@@ -1,7 +1,8 @@
 # Stop 55's first call (issue 37). Stop 54's unrun run20: queue writes of tens of MB in pieces (FACERUN_UPLOAD_PIECE_MB)
 # against one write (upload.py's columns, then YuNet's batch of 16 from a float32 blob, gpu-batch). Then YuNet's batch
 # from photos' bytes (batch programs, candidate rows, now in 3 dispatches a batch) split in 2, 3 and 4 parts
-# (FACERUN_PHOTO_PARTS) against whole, and staged by 8 threads (gpu-photo-staged-batch), rounds in turn; and the
+# (FACERUN_PHOTO_PARTS) against whole, staged by 8 threads (gpu-photo-staged-batch), and each part staged by 4
+# upload threads (FACERUN_UPLOAD_THREADS), rounds in turn; and the
 # AuraFace replica's batch of 16 by kernel family, f32 and f16 (where its time goes, for the half-float work).
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
@@ -21,11 +22,13 @@ for i in 1 2; do
   FACERUN_PHOTO_PARTS=2 row $N b16-parts2-$i $B16
   FACERUN_PHOTO_PARTS=3 row $N b16-parts3-$i $B16
   FACERUN_PHOTO_PARTS=4 row $N b16-parts4-$i $B16
-  FACERUN_PHOTO_PARTS=1 row $N b16-staged-whole-$i $S16
   FACERUN_PHOTO_PARTS=2 row $N b16-staged-parts2-$i $S16
+  FACERUN_UPLOAD_THREADS=4 FACERUN_PHOTO_PARTS=2 row $N b16-threads4-parts2-$i $B16
+  FACERUN_UPLOAD_THREADS=4 FACERUN_PHOTO_PARTS=4 row $N b16-threads4-parts4-$i $B16
 done
 FACERUN_PHOTO_PARTS=2 row $N b8-parts2 $B8
 FACERUN_PHOTO_PARTS=4 row $N b8-parts4 $B8
+FACERUN_UPLOAD_THREADS=4 FACERUN_PHOTO_PARTS=4 row $N b8-threads4-parts4 $B8
 unset FACERUN_PHOTO_ITEMS
 for p in gpu-batch gpu-batch-f16; do
   PYTHONPATH=/tmp/site:$N FACERUN_CACHE=/tmp/cache-s55 python3 -P -c "import sys; from facerun.cli import main; sys.argv[0]='facerun'; main()" \
