@@ -59,6 +59,23 @@ def test_yunet_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native)
         assert all(np.abs(v).max() > 0 for v in runs[mode][3].values())  # a real run, not zeros
 
 
+def test_native_runs_make_and_release_their_own_command_buffers(gpu, monkeypatch, fresh_native):
+    """Where runs are recorded natively, their encoders and command buffers are wgpu-native's own too (no wgpu-py
+    call that lets go of the interpreter lock): the next run's commands, recorded ahead, are a replay.Commands,
+    released once submitted."""
+    net = facerun.load("yunet-2023mar")
+    prog = net.program((1, 3, 128, 160))
+    rgb = np.ascontiguousarray(load_image(PHOTO)[:100, :150])
+    for mode in ("native", "held"):
+        gp = _compiled(gpu, monkeypatch, mode, prog)
+        first = gp.run_image(rgb)
+        ahead = gp.photo._ready[1]
+        assert type(ahead) is replay.Commands and ahead._raw is not None
+        _same(first, gp.run_image(rgb))  # the run that submitted them
+        assert ahead._raw is None  # released after its submission
+        assert type(gp.photo._ready[1]) is replay.Commands and gp.photo._ready[1] is not ahead
+
+
 def test_embedder_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native):
     net = facerun.load("mobilefacenet")  # the shipped default
     prog = net.program((1, 3, 112, 112))

@@ -102,11 +102,12 @@ class Arena:
             counters.bump("gpu_bind_groups_created")
         return group
 
-    def load_params(self, owner, blob: bytes) -> None:
+    def load_params(self, owner, blob: bytes, write=None) -> None:
         """Put the parameters `blob` of `owner` (a program, or a program and a photo size) in the uniform buffer
-        unless they are there already (call with `lock` held)."""
+        unless they are there already (call with `lock` held), by `write` (buffer, offset, data; the queue's
+        write_buffer by default)."""
         same = self.owner is owner if not isinstance(owner, tuple) else (
             isinstance(self.owner, tuple) and self.owner[0] is owner[0] and self.owner[1] == owner[1])
         if not same:
-            self.dev.queue.write_buffer(self.uniform, 0, blob)
+            (write or self.dev.queue.write_buffer)(self.uniform, 0, blob)
             self.owner = owner

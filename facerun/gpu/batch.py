@@ -31,7 +31,7 @@ from .arena import GROWTH
 from .items import groups_for
 from .photo import ITEMS, PARAMS_COPIED, _buffers
 from .plan import flat_grid
-from .replay import copier, writer
+from .replay import copier, encoder, writer
 from .select import selection
 from .staging import staged_bytes, write_words
 
@@ -204,10 +204,10 @@ class PhotoBatch:
             self.store_at = {}
             for i, p in enumerate(blobs):
                 self.store_at[p] = i * size
-                gp.dev.queue.write_buffer(self.store, i * size, blobs[p])
+                gp.write(self.store, i * size, blobs[p])
         else:
             self.store_at[photo] = len(self.store_at) * size
-            gp.dev.queue.write_buffer(self.store, self.store_at[photo], blobs[photo])
+            gp.write(self.store, self.store_at[photo], blobs[photo])
         return self.store_at[photo]
 
     def _set(self, upload_bytes: int, staging_bytes: int) -> dict:
@@ -292,7 +292,7 @@ class PhotoBatch:
                 write(upload, layout[0].params_at, small)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
-                enc = gp.dev.device.create_command_encoder(label="facerun photo batch")
+                enc = encoder(gp.native, gp.dev.device, "facerun photo batch")
                 copy = copier(gp.native, enc)
                 if chosen is not None:
                     copy(upload, sizes_at, gp.arena.photos, 0, sizes.nbytes)
@@ -504,7 +504,7 @@ class ItemsBatch:
                 write(small, 0, small_bytes)
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
-                enc = gp.dev.device.create_command_encoder(label="facerun photo items")
+                enc = encoder(gp.native, gp.dev.device, "facerun photo items")
                 copy = copier(gp.native, enc)
                 copy(small, 0, bufs.image, 0, header.nbytes)
                 copy(small, params_at, bufs.params, 0, _up(len(params), 4))

@@ -22,7 +22,7 @@ from . import kernels as K
 from . import masking
 from .arena import GROWTH
 from .plan import flat_grid
-from .replay import copier
+from .replay import copier, encoder
 from .select import selection
 from .staging import staged_bytes, write_words
 
@@ -189,19 +189,18 @@ class PhotoInput:
             gp.current(photo)
             clock = phases.current()
             t = phases.perf_counter_ns() if clock else 0
-            queue = gp.dev.queue
             ahead = None
             if staged is None:
                 bufs = _buffers(gp.arena, -(-data.size // 4) * 4)
-                write_words(queue.write_buffer, bufs.image, 0, data)
+                write_words(gp.write, bufs.image, 0, data)
             else:  # copied on the device, by a command buffer submitted with the run's (recorded ahead of it)
                 bufs = _buffers(gp.arena, staged.nbytes)
-                enc = gp.dev.device.create_command_encoder(label="facerun staged photo")
+                enc = encoder(gp.native, gp.dev.device, "facerun staged photo")
                 copier(gp.native, enc)(staged.hand_over(), 0, bufs.image, 0, staged.nbytes)
                 ahead = enc.finish()
-            queue.write_buffer(bufs.params, 0, params)
+            gp.write(bufs.params, 0, params)
             if chosen is not None:
-                queue.write_buffer(gp.arena.photos, 0, size)
+                gp.write(gp.arena.photos, 0, size)
             if clock:
                 t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
@@ -230,7 +229,7 @@ class PhotoInput:
         """run_image's command buffer: the photo laid out into the input slot, the pass, the outputs copied (or
         only the candidate rows `chosen`, a select.Selection, chosen and copied)."""
         gp = self.gp
-        enc = gp.dev.device.create_command_encoder(label="facerun photo")
+        enc = encoder(gp.native, gp.dev.device, "facerun photo")
         gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGE), self.layout_group(bufs, slot), gx, gy))
         if chosen is None:
             gp.copy_outputs(enc, gp.staging, 0)

@@ -47,6 +47,14 @@ SIGNATURES = {
     "wgpuQueueSubmitForIndex": "uint64_t(*)(struct WGPUQueueImpl *, size_t, struct WGPUCommandBufferImpl * *)",
     "wgpuQueueWriteBuffer": "void(*)(struct WGPUQueueImpl *, struct WGPUBufferImpl *, uint64_t, void *, size_t)",
     "wgpuBufferUnmap": "void(*)(struct WGPUBufferImpl *)",
+    "wgpuDeviceCreateCommandEncoder":
+        "struct WGPUCommandEncoderImpl *(*)(struct WGPUDeviceImpl *, WGPUCommandEncoderDescriptor *)",
+    "wgpuCommandEncoderFinish":
+        "struct WGPUCommandBufferImpl *(*)(struct WGPUCommandEncoderImpl *, WGPUCommandBufferDescriptor *)",
+    "wgpuCommandEncoderRelease": "void(*)(struct WGPUCommandEncoderImpl *)",
+    "wgpuCommandBufferRelease": "void(*)(struct WGPUCommandBufferImpl *)",
+    "wgpuCommandEncoderClearBuffer":
+        "void(*)(struct WGPUCommandEncoderImpl *, struct WGPUBufferImpl *, uint64_t, uint64_t)",
 }
 
 
@@ -62,6 +70,15 @@ HELD = {
     "wgpuCommandEncoderCopyBufferToBuffer": ([_P, _P, _U64, _P, _U64, _U64], None),
     "wgpuQueueWriteBuffer": ([_P, _P, _U64, _P, ctypes.c_size_t], None),  # a copy into wgpu's staging memory
     "wgpuBufferUnmap": ([_P], None),
+    # a run's encoder made, finished and released, and its submission: wgpu-py's API lets go of the lock at each
+    # of these calls, and taking it back behind a library run's other threads measured a quarter of the feeding
+    # thread's time (docs/benchmarks.md)
+    "wgpuDeviceCreateCommandEncoder": ([_P, _P], _P),
+    "wgpuCommandEncoderFinish": ([_P, _P], _P),
+    "wgpuCommandEncoderRelease": ([_P], None),
+    "wgpuCommandBufferRelease": ([_P], None),
+    "wgpuCommandEncoderClearBuffer": ([_P, _P, _U64, _U64], None),
+    "wgpuQueueSubmitForIndex": ([_P, ctypes.c_size_t, _P], _U64),
 }
 
 
@@ -103,15 +120,23 @@ class Native:
         self.copy = calls["wgpuCommandEncoderCopyBufferToBuffer"]
         self._write = calls["wgpuQueueWriteBuffer"]
         self._unmap = calls["wgpuBufferUnmap"]
-        self.submit_for_index = lib.wgpuQueueSubmitForIndex  # cffi: a submission may take a while, lock let go
+        self.create_encoder = calls["wgpuDeviceCreateCommandEncoder"]
+        self.finish = calls["wgpuCommandEncoderFinish"]
+        self.release_encoder = calls["wgpuCommandEncoderRelease"]
+        self.release_commands = calls["wgpuCommandBufferRelease"]
+        self.clear = calls["wgpuCommandEncoderClearBuffer"]
+        self.submit_for_index = calls["wgpuQueueSubmitForIndex"]
         self.pass_desc = ffi.new("WGPUComputePassDescriptor *")  # no label, no timestamps
-        self.one_buffer = ffi.new("WGPUCommandBuffer[1]")
+        self.encoder_desc = ffi.new("WGPUCommandEncoderDescriptor *")  # no label
+        self.commands_desc = ffi.new("WGPUCommandBufferDescriptor *")
         if held:
             self.null = None
             self.pass_arg = int(ffi.cast("uintptr_t", self.pass_desc))
+            self.encoder_arg = int(ffi.cast("uintptr_t", self.encoder_desc))
+            self.commands_arg = int(ffi.cast("uintptr_t", self.commands_desc))
         else:
             self.null = ffi.NULL
-            self.pass_arg = self.pass_desc
+            self.pass_arg, self.encoder_arg, self.commands_arg = self.pass_desc, self.encoder_desc, self.commands_desc
 
     def compute_pass(self, enc, steps, first=None, repeat: int = 1) -> None:
         """One compute pass into wgpu-py command encoder `enc`: `first` (pipeline, bind group, x, y groups: wgpu-py
@@ -152,9 +177,82 @@ class Native:
         self._unmap(self.handle(buffer))
 
     def submit(self, queue, commands) -> int:
-        """Submit one command buffer; the submission's index (for readback.read to wait on it alone)."""
-        self.one_buffer[0] = commands._internal
-        return int(self.submit_for_index(queue._internal, 1, self.one_buffer))
+        """Submit a command buffer, or a list of them in order (wgpu-py's, or Commands, released once submitted);
+        the submission's index (for readback.read to wait on it alone)."""
+        many = commands if isinstance(commands, list) else [commands]
+        handles = [self.handle(c) for c in many]
+        if self.held:
+            index = self.submit_for_index(self.handle(queue), len(handles), (ctypes.c_void_p * len(handles))(*handles))
+        else:
+            index = self.submit_for_index(queue._internal, len(handles), self.ffi.new("WGPUCommandBuffer[]", handles))
+        for c in many:
+            if type(c) is Commands:
+                c.release()
+        return int(index)
+
+
+class Encoder:
+    """A command encoder made, finished and released by Native's calls instead of wgpu-py's (the lock held where
+    Native holds it). Takes what the recording paths give it where `native` is used: Native.compute_pass,
+    `copier`, `clear_buffer`; `finish` gives Commands."""
+
+    __slots__ = ("native", "_internal", "_raw")
+
+    def __init__(self, native: Native, device):
+        self.native = native
+        self._raw = native.create_encoder(native.handle(device), native.encoder_arg)
+        if not self._raw:
+            raise RuntimeError("wgpu-native made no command encoder")
+        self._internal = native.ffi.cast("WGPUCommandEncoder", self._raw) if native.held else self._raw
+
+    def copy_buffer_to_buffer(self, src, src_at: int, dst, dst_at: int, nbytes: int) -> None:
+        n = self.native
+        n.copy(self._raw, n.handle(src), src_at, n.handle(dst), dst_at, nbytes)
+
+    def clear_buffer(self, buffer, offset: int = 0, size: int | None = None) -> None:
+        n = self.native
+        n.clear(self._raw, n.handle(buffer), offset, buffer.size - offset if size is None else size)
+
+    def finish(self) -> Commands:
+        n = self.native
+        raw = n.finish(self._raw, n.commands_arg)
+        n.release_encoder(self._raw)
+        self._raw = None
+        if not raw:
+            raise RuntimeError("wgpu-native finished no command buffer")
+        return Commands(n, raw)
+
+    def __del__(self):
+        if self._raw is not None:  # never finished (an error while recording)
+            self.native.release_encoder(self._raw)
+            self._raw = None
+
+
+class Commands:
+    """A command buffer Encoder.finish made: Native.submit takes it (and releases it once submitted)."""
+
+    __slots__ = ("native", "_internal", "_raw")
+
+    def __init__(self, native: Native, raw):
+        self.native = native
+        self._raw = raw
+        self._internal = native.ffi.cast("WGPUCommandBuffer", raw) if native.held else raw
+
+    def release(self) -> None:
+        if self._raw is not None:
+            self.native.release_commands(self._raw)
+            self._raw = None
+
+    def __del__(self):
+        self.release()
+
+
+def encoder(native: Native | None, device, label: str):
+    """A command encoder for a run recorded through `native` (replay.Encoder), or wgpu-py's own (`native` None: the
+    API path)."""
+    if native is None:
+        return device.create_command_encoder(label=label)
+    return Encoder(native, device)
 
 
 def writer(native: Native | None, queue):
@@ -296,8 +394,9 @@ class Replay:
         return out
 
     def submit(self, queue, commands) -> int | None:
-        """Submit `commands`; the submission's index when submitted natively (None through the API)."""
+        """Submit `commands` (a command buffer or a list of them); the submission's index when submitted natively
+        (None through the API)."""
         if self.native is not None:
             return self.native.submit(queue, commands)
-        queue.submit([commands])
+        queue.submit(commands if isinstance(commands, list) else [commands])
         return None

@@ -25,7 +25,7 @@ from .faces import FacesInput
 from .lower import Dispatch, lower
 from .memory import Transient, WeightStore
 from .photo import ITEMS, PARAMS_COPIED, PhotoInput
-from .replay import Replay, native_calls
+from .replay import Replay, encoder, native_calls, writer
 from .staging import write_pieces
 
 
@@ -72,6 +72,8 @@ class GpuProgram:
         # no replay list then (the plain path, `_encode`)
         self._transient = [any(isinstance(r, Transient) for r in d.reads) for d in self.dispatches]
         self.native = None if any(self._transient) else native_calls()
+        # write(buffer, offset, data): a queue write through the native calls where the runs are recorded so
+        self.write = writer(self.native, dev.queue)
         self.replay: Replay | None = None  # the run as a list (replay.py), made with the bind groups
         self.generation = None  # the arena's generation the bind groups were made in
         self.photo = PhotoInput(self)  # a photo laid out on the device, a smaller photo masked (photo.py)
@@ -113,11 +115,11 @@ class GpuProgram:
         if photo == PARAMS_COPIED:
             pass
         elif photo is None or photo == self.photo.input_hw:
-            self.arena.load_params(self, self.params)
+            self.arena.load_params(self, self.params, self.write)
         elif photo == ITEMS:
-            self.arena.load_params((self, ITEMS), self.photo.item_params())
+            self.arena.load_params((self, ITEMS), self.photo.item_params(), self.write)
         else:
-            self.arena.load_params((self, photo), self.photo.params(photo))
+            self.arena.load_params((self, photo), self.photo.params(photo), self.write)
         if clock:
             clock.lap(phases.PARAMS, t)
 
@@ -209,7 +211,7 @@ class GpuProgram:
 
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
-        enc = self.dev.device.create_command_encoder(label="facerun program")
+        enc = encoder(self.native, self.dev.device, "facerun program")
         self.encode_pass(enc)
         self.copy_outputs(enc, self.staging, 0)
         return enc.finish()
@@ -255,7 +257,7 @@ class GpuProgram:
             clock = phases.current()
             t = phases.perf_counter_ns() if clock else 0
             for (_, slot, _), a in zip(self.inputs, arrays):
-                write_pieces(self.dev.queue.write_buffer, self.buffers[slot], 0, a)
+                write_pieces(self.write, self.buffers[slot], 0, a)
             if clock:
                 t = clock.lap(phases.UPLOAD, t)
             commands, self._ready = self._ready, None
@@ -292,7 +294,7 @@ class GpuProgram:
 
         def write():
             for (_, slot, _), a in zip(self.inputs, arrays):
-                write_pieces(self.dev.queue.write_buffer, self.buffers[slot], 0, a)
+                write_pieces(self.write, self.buffers[slot], 0, a)
 
         return self.start(write)
 
@@ -312,7 +314,7 @@ class GpuProgram:
                 if clock:
                     t = clock.lap(phases.UPLOAD, t)
                 staging = self._started_buffer()
-                enc = self.dev.device.create_command_encoder(label="facerun program, not waited for")
+                enc = encoder(self.native, self.dev.device, "facerun program, not waited for")
                 self.encode_pass(enc, first=first() if first is not None else None)
                 self.copy_outputs(enc, staging, 0)
                 commands = enc.finish()
@@ -373,8 +375,8 @@ class GpuProgram:
         def prepare():
             self.current()
             src, staging = self._batch_buffers(every_input.nbytes, per_item * len(items))
-            write_pieces(self.dev.queue.write_buffer, src, 0, every_input)
-            enc = self.dev.device.create_command_encoder(label="facerun batch")
+            write_pieces(self.write, src, 0, every_input)
+            enc = encoder(self.native, self.dev.device, "facerun batch")
             at = 0
             for i in range(len(items)):
                 for _, slot, v in self.inputs:
@@ -418,7 +420,10 @@ class GpuProgram:
             if D.take_injected("submit"):
                 raise RuntimeError("injected failure at submit (FACERUN_GPU_INJECT_FAILURE)")
             t = phases.perf_counter_ns() if clock else 0
-            self.dev.queue.submit(commands if isinstance(commands, list) else [commands])
+            if self.replay is not None:
+                self.replay.submit(self.dev.queue, commands)
+            else:
+                self.dev.queue.submit(commands if isinstance(commands, list) else [commands])
             if D.errors_seen()[0] != seen:
                 raise RuntimeError(D.errors_seen()[1])
             if clock:

@@ -139,7 +139,7 @@ class Selection:
                 per_item=positions if self.items > 1 else 0, positions=positions, stride=stride,
                 tag=self.tags[level], floor=float(self.spec.floor), cap=self.spec.cap, width=self.width,
                 step=self.region // 4, w0=w[0], w1=w[1], w2=w[2])
-            gp.dev.queue.write_buffer(self._params, slot_at, params)
+            gp.write(self._params, slot_at, params)
             buffers = [gp.buffers[s] for s in slots] + [gp.dev.dummy] * (len(K.READ_BINDINGS) - len(slots))
             entries = [{"binding": K.UNIFORM_BINDING,
                         "resource": {"buffer": self._params, "offset": slot_at, "size": K.UNIFORM_SLOT}}]
