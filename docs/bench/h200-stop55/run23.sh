@@ -11,9 +11,9 @@ for i in 1 2; do
   row $O d4120-before-$i photos /tmp/p20 --paths gpu
   row $N d4120-native-$i photos /tmp/p20 --paths gpu
 done
+for t in $O $N; do
+  FACERUN_PHOTO_ITEMS=on row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 \
+    --paths gpu-photo-batch,gpu-photo --repeat 30
+done
 row $O w4120-before photos /tmp/p20 --paths gpu $E
 row $N w4120-native photos /tmp/p20 --paths gpu $E
-export FACERUN_PHOTO_ITEMS=on
-for t in $O $N; do
-  row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-photo-batch,gpu-photo --repeat 30
-done
