@@ -7,10 +7,10 @@ nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 O=$PWD/.device/s55
 N=$PWD/.device/s56
 E="--embedder MobileFaceNet"
-for i in 1 2; do
-  row $O d4120-before-$i photos /tmp/p20 --paths gpu
-  row $N d4120-native-$i photos /tmp/p20 --paths gpu
-done
+row $O d4120-before-1 photos /tmp/p20 --paths gpu
+row $N d4120-native-1 photos /tmp/p20 --paths gpu
+row $N d4120-native-2 photos /tmp/p20 --paths gpu
+row $O d4120-before-2 photos /tmp/p20 --paths gpu
 for t in $O $N; do
   FACERUN_PHOTO_ITEMS=on row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 \
     --paths gpu-photo-batch,gpu-photo --repeat 30
