@@ -323,6 +323,15 @@ def test_upload_moves_bytes_every_way_and_reads_back_what_it_wrote(gpu):
         assert len(cells) == 15 and all(c > 0 for c in cells), r
 
 
+def test_encoder_calls_times_a_command_buffer_both_ways(gpu):
+    done = run_benchmark("encoder_calls.py", "--threads", "0,2", "--runs", "3", "--rounds", "1", software_gpu=True)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("YuNet 160x128, ") and "dispatches a pass" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["0", "2"]
+    assert all(len(r) == 4 and all(float(c) > 0 for c in r[1:]) for r in rows), rows
+
+
 def test_first_photo_times_the_whole_job_with_an_embedder(data_dir, tmp_path):
     from people_fixtures import copy_photos
 
