@@ -5,7 +5,7 @@ release a photo's commands (submitting is left out: it would run them).
     python benchmarks/encoder_calls.py [--threads 0,6] [--runs 300] [--size 160x128]
 
 The pass recorded is YuNet 2023mar's at --size through its replay list (the same calls either way); the other
-threads each run ~50 µs of Python, then wait half a millisecond outside the lock (as gil_calls.py). Prints ms a
+threads each run ~50 µs of Python, then wait half a millisecond outside the lock (gil_calls.busy_threads). Prints ms a
 command buffer, medians of alternating rounds. Runs on any adapter (FACERUN_ALLOW_SOFTWARE=1 for lavapipe).
 """
 
@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import threading
 import time
+
+from gil_calls import busy_threads  # benchmarks/ is the script's folder, first on sys.path
 
 
 def main(argv=None) -> int:
@@ -48,15 +49,6 @@ def main(argv=None) -> int:
         gp.encode_pass(enc)
         enc.finish().release()
 
-    stop = threading.Event()
-
-    def busy():
-        while not stop.is_set():
-            total = 0
-            for i in range(2000):
-                total += i
-            time.sleep(0.0005)
-
     def per_run(f) -> float:
         start = time.perf_counter()
         for _ in range(args.runs):
@@ -66,18 +58,11 @@ def main(argv=None) -> int:
     print(f"YuNet {w}x{h}, {len(gp.replay.steps)} dispatches a pass, on {gp.dev.name}")
     print(f"{'busy threads':>12} {'API ms':>8} {'native, lock held ms':>21} {'ratio':>6}")
     for count in (int(t) for t in args.threads.split(",")):
-        stop.clear()
-        threads = [threading.Thread(target=busy, daemon=True) for _ in range(count)]
-        for t in threads:
-            t.start()
-        time.sleep(0.1)
         a, b = [], []
-        for _ in range(args.rounds):
-            a.append(per_run(api))
-            b.append(per_run(held))
-        stop.set()
-        for t in threads:
-            t.join()
+        with busy_threads(count):
+            for _ in range(args.rounds):
+                a.append(per_run(api))
+                b.append(per_run(held))
         ma, mb = statistics.median(a), statistics.median(b)
         print(f"{count:>12} {ma:>8.3f} {mb:>21.3f} {ma / mb:>6.2f}")
     return 0
