@@ -70,8 +70,8 @@ class FacesInput:
 
         def write():  # the program's lock held
             bufs = held["bufs"] = _buffers(gp.arena, data.nbytes)
-            gp.dev.queue.write_buffer(bufs.image, 0, data)
-            gp.dev.queue.write_buffer(bufs.params, 0, params)
+            gp.write(bufs.image, 0, data)
+            gp.write(bufs.params, 0, params)
 
         def first():
             return gp.dev.pipeline(K.FACES), gp.photo.layout_group(held["bufs"], slot), gx, gy
