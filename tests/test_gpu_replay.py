@@ -76,6 +76,26 @@ def test_native_runs_make_and_release_their_own_command_buffers(gpu, monkeypatch
         assert type(gp.photo._ready[1]) is replay.Commands and gp.photo._ready[1] is not ahead
 
 
+def test_a_native_encoder_wgpu_found_invalid_raises_at_finish(gpu, monkeypatch, fresh_native):
+    """As wgpu-py's finish does: wgpu-native aborts the whole process on submitting a command buffer it found
+    invalid, so an error reported while recording must stop it at finish, before any submission."""
+    import wgpu
+
+    usage = wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    a, b = (gpu.device.create_buffer(size=256, usage=usage) for _ in range(2))
+    for mode in ("native", "held"):
+        monkeypatch.setenv("FACERUN_GPU_REPLAY", mode)
+        monkeypatch.setattr(replay, "_native", None)
+        native = replay.native_calls()
+        good = replay.Encoder(native, gpu.device)
+        good.copy_buffer_to_buffer(a, 0, b, 0, 256)
+        native.submit(gpu.queue, good.finish())  # a valid one goes
+        bad = replay.Encoder(native, gpu.device)
+        bad.copy_buffer_to_buffer(a, 0, b, 0, 1024)  # past b's end
+        with pytest.raises(RuntimeError):
+            bad.finish()
+
+
 def test_embedder_native_replay_equals_the_api_path(gpu, monkeypatch, fresh_native):
     net = facerun.load("mobilefacenet")  # the shipped default
     prog = net.program((1, 3, 112, 112))

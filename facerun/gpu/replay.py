@@ -25,6 +25,7 @@ import logging
 import numpy as np
 
 from .. import settings
+from .device import errors_seen
 from .items import groups_for
 
 log = logging.getLogger("facerun.gpu")
@@ -160,7 +161,10 @@ class Native:
             self.release(h)
 
     def handle(self, obj):
-        """What the recording calls take for wgpu-py object `obj`: its native pointer (as an int when held)."""
+        """What the recording calls take for wgpu-py object `obj` (or an Encoder or Commands of these calls): its
+        native pointer (as an int when held)."""
+        if type(obj) in _OWN:
+            return obj._raw
         if self.held:
             return int(self.ffi.cast("uintptr_t", obj._internal))
         return obj._internal
@@ -194,16 +198,18 @@ class Native:
 class Encoder:
     """A command encoder made, finished and released by Native's calls instead of wgpu-py's (the lock held where
     Native holds it). Takes what the recording paths give it where `native` is used: Native.compute_pass,
-    `copier`, `clear_buffer`; `finish` gives Commands."""
+    `copier`, `clear_buffer`; `finish` gives Commands, or raises where wgpu reported an error while recording (as
+    wgpu-py's finish does: a command buffer wgpu found invalid must never be submitted, wgpu-native aborts the
+    process on it)."""
 
-    __slots__ = ("native", "_internal", "_raw")
+    __slots__ = ("native", "_raw", "_errors")
 
     def __init__(self, native: Native, device):
         self.native = native
+        self._errors = errors_seen()[0]
         self._raw = native.create_encoder(native.handle(device), native.encoder_arg)
         if not self._raw:
             raise RuntimeError("wgpu-native made no command encoder")
-        self._internal = native.ffi.cast("WGPUCommandEncoder", self._raw) if native.held else self._raw
 
     def copy_buffer_to_buffer(self, src, src_at: int, dst, dst_at: int, nbytes: int) -> None:
         n = self.native
@@ -220,7 +226,12 @@ class Encoder:
         self._raw = None
         if not raw:
             raise RuntimeError("wgpu-native finished no command buffer")
-        return Commands(n, raw)
+        commands = Commands(n, raw)
+        count, last = errors_seen()
+        if count != self._errors:  # reported through wgpu's logger while recording or finishing
+            commands.release()
+            raise RuntimeError(last or "wgpu reported an error while recording")
+        return commands
 
     def __del__(self):
         if self._raw is not None:  # never finished (an error while recording)
@@ -231,12 +242,11 @@ class Encoder:
 class Commands:
     """A command buffer Encoder.finish made: Native.submit takes it (and releases it once submitted)."""
 
-    __slots__ = ("native", "_internal", "_raw")
+    __slots__ = ("native", "_raw")
 
     def __init__(self, native: Native, raw):
         self.native = native
         self._raw = raw
-        self._internal = native.ffi.cast("WGPUCommandBuffer", raw) if native.held else raw
 
     def release(self) -> None:
         if self._raw is not None:
@@ -245,6 +255,9 @@ class Commands:
 
     def __del__(self):
         self.release()
+
+
+_OWN = (Encoder, Commands)  # made by Native's own calls: their handles as those calls gave them
 
 
 def encoder(native: Native | None, device, label: str):
