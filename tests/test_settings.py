@@ -129,7 +129,10 @@ def test_the_photo_bucket_multiple_is_yunets_padding():
 
 
 def test_pass_on_takes_only_the_tables_names(monkeypatch):
-    monkeypatch.delenv("FACERUN_GPU_ADAPTER", raising=False)
+    # set first, so monkeypatch remembers the variable's own state (a delenv of an unset variable records nothing,
+    # and the later delenv would then bring back pass_on's "#2" for every test after this one)
+    monkeypatch.setenv("FACERUN_GPU_ADAPTER", "")
+    monkeypatch.delenv("FACERUN_GPU_ADAPTER")
     settings.pass_on({"FACERUN_GPU_ADAPTER": "#2"})
     assert settings.get("FACERUN_GPU_ADAPTER") == "#2"
     monkeypatch.delenv("FACERUN_GPU_ADAPTER")
