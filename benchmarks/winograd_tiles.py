@@ -2,7 +2,11 @@
 without the Winograd rule (plan.wide_products: choose_tile alone) and against one tile forced on every Winograd
 product (16 or 36 groups) or on the F(4x4) ones alone; run medians over alternating rounds.
 
-    python benchmarks/winograd_tiles.py [BATCH ...]      (default 16; needs a GPU adapter)
+    python benchmarks/winograd_tiles.py [BATCH ...] [--model NAME] [--tiles SPEC,...]   (default 16; needs a GPU)
+
+--tiles replaces the built-in tiles tried with full specs (plan.Tile.parse: "128x64/8x4/k32/u8"), each forced on
+the F(4x4) products alone: deeper K steps and other register blocks than plan.TILES holds, where the device's
+workgroup memory takes them.
 
 Single layers time noisily on a shared H200; whole runs side by side in one process are what to decide on. The tile
 is forced by wrapping the planner's choose_tile for the Winograd products' group counts: a measuring tool, not a way
@@ -30,8 +34,10 @@ PLANNED = plan.choose_tile
 
 def forcing(name: str, groups: tuple[int, ...]):
     """choose_tile with the tile `name` for products of `groups` groups (Winograd's 16 or 36 planes)."""
+    tile = plan.Tile.parse(name)
+
     def choose(m, n, k, g, limits):
-        return (plan.TILES[name], False) if g in groups else PLANNED(m, n, k, g, limits)
+        return (tile, False) if g in groups else PLANNED(m, n, k, g, limits)
     return choose
 
 
@@ -53,22 +59,26 @@ def compiled(model: GpuModel, prog, choose):
         plan.plan_conv.cache_clear()
 
 
-def ab(batches: list[int]) -> None:
-    net = facerun.load("auraface-arch", device="cpu")
+def ab(batches: list[int], model_name: str = "auraface-arch", tiles: list[str] | None = None) -> None:
+    net = facerun.load(model_name, device="cpu")
     model = GpuModel(budget_mb=16384)  # every variant's packed weights stay resident
     for batch in batches:
         prog = net.program((batch, 3, 112, 112))
         x = np.random.default_rng(0).uniform(-1, 1, prog.input_shape).astype(np.float32)
         feeds = {prog.inputs[0][0]: x}
         variants = {"planned": None, "choose_tile": "choose_tile"}
-        for name in ("128x128", "64x128", "64x64", "128x64"):
-            variants[f"all {name}"] = forcing(name, (16, 36))
-            variants[f"f4 {name}"] = forcing(name, (36,))
+        if tiles:
+            for spec in tiles:
+                variants[f"f4 {spec}"] = forcing(spec, (36,))
+        else:
+            for name in ("128x128", "64x128", "64x64", "128x64"):
+                variants[f"all {name}"] = forcing(name, (16, 36))
+                variants[f"f4 {name}"] = forcing(name, (36,))
         gps = {}
         for label, choose in variants.items():
             try:
                 gps[label] = compiled(model, prog, choose)
-            except FacerunError as e:  # a tile the device or shape does not take
+            except (FacerunError, plan.PlanError) as e:  # a tile the device or shape does not take
                 print(f"b{batch} {label}: {e}", file=sys.stderr)
         ref = gps["planned"].run(feeds)
         medians = alternating_runs(gps, feeds, ROUNDS, RUNS)
@@ -76,18 +86,26 @@ def ab(batches: list[int]) -> None:
             out = gp.run(feeds)
             diff = max(float(np.abs(out[k] - ref[k]).max()) for k in ref)
             run_ms = medians[label] * 1e3
-            print(f"b{batch} {label:14s} run {run_ms:7.3f} ms  gpu {gpu_seconds(gp, 10) * 1e3:7.3f} ms  "
+            print(f"b{batch} {label:24s} run {run_ms:7.3f} ms  gpu {gpu_seconds(gp, 10) * 1e3:7.3f} ms  "
                   f"maxdiff {diff:.1e}", flush=True)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("batches", nargs="*", type=int, default=[16], metavar="BATCH")
+    ap.add_argument("--model", default="auraface-arch", help="a replica or model with Winograd layers")
+    ap.add_argument("--tiles", default="", help="tile specs to force on the F(4x4) products, comma separated")
     args = ap.parse_args(argv)
+    tiles = [t for t in args.tiles.split(",") if t]
+    try:
+        for t in tiles:
+            plan.Tile.parse(t)
+    except plan.PlanError as e:
+        ap.error(str(e))
     if any(b < 1 for b in args.batches):
         ap.error("a batch is at least 1")
     try:
-        ab(args.batches)
+        ab(args.batches, args.model, tiles)
     except FacerunError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
