@@ -224,6 +224,10 @@ SETTINGS: tuple[Setting, ...] = (
             "to a submission in a library run (1: each photo on its own)", _photo_batch),
     Setting("FACERUN_PHOTO_HELD", "count", None, "on the GPU, photos a library run holds while their buckets' "
             "batches fill, at most (then the fullest batch runs)", _count, "twice FACERUN_PHOTO_BATCH"),
+    Setting("FACERUN_PHOTO_HURRY", "whole number", 2, "on the GPU, a photo the library run must hand on next that "
+            "still waits on the device has its batch submitted at once and read back when later batches go in, until "
+            "this many batches' worth of photos wait behind it (0: it is run and read back at once, the device idle "
+            "meanwhile)", _whole, "2"),
     Setting("FACERUN_PHOTO_LOOKAHEAD", "count", None, "on the GPU, a library run reads this many photos' headers "
             "ahead and decodes them grouped by bucket, so batches of one bucket fill (off unless set)", _count, "off"),
     Setting("FACERUN_PHOTO_ITEMS", "`on`", False, "`on`: a batch of photos (FACERUN_PHOTO_BATCH) runs once in its "

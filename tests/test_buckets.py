@@ -107,3 +107,15 @@ def test_more_photos_may_be_held_while_batches_fill(monkeypatch):
     assert len(det.log) == 1  # twelve held
     buckets.add(_Photo(_Prepared(7), _Result()))  # thirteen: the fullest (3) runs
     assert det.log[1:] == [("submit", (3, 3, 3)), ("read", (2, 2, 2, 2))]
+
+
+def test_a_photo_wanted_soon_has_its_group_submitted_without_waiting_for_it():
+    det, posted = _Recording(), []
+    buckets = Buckets(det, LibraryStats(), lambda photo: posted.append(photo) or _done(), lambda photo: None, size=4)
+    slots = [buckets.add(_Photo(_Prepared(b), _Result())) for b in (1, 2, 2)]
+    assert det.log == [] and buckets.hurry(slots[0])  # gathering: submitted now, nothing read
+    assert det.log == [("submit", (1,))] and slots[0].future is None and 1 not in buckets.groups
+    assert buckets.hurry(slots[0]) and len(det.log) == 1  # in flight: still waiting, not submitted again
+    buckets.hurry(slots[1])  # the next batch goes in: the one before is read back
+    assert det.log[1:] == [("submit", (2, 2)), ("read", (1,))] and slots[0].future is not None
+    assert not buckets.hurry(slots[0]) and len(det.log) == 3  # handed on: nothing to do

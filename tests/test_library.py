@@ -590,7 +590,7 @@ def test_photos_read_ahead_by_bucket_fill_the_gpus_batches(tmp_path, gpu, monkey
 
     detector = Detector(str(YUNET), device="gpu")
     sizes = [(100, 80), (200, 100), (300, 100), (100, 300)]
-    assert len({detector.batch_key_of_size(w, h) for w, h in sizes}) == 4
+    assert len({detector.batch_key_of_size(w, h) for w, h in sizes}) == 5
     paths = _sized(tmp_path / "p", sizes * 8)
     monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
     sizes, real = [], detector.submit_networks
@@ -608,3 +608,37 @@ def test_photos_read_ahead_by_bucket_fill_the_gpus_batches(tmp_path, gpu, monkey
     assert sum(grouped_sizes) == sum(plain_sizes) == len(paths) - 2
     assert max(grouped_sizes) == 4 and len(grouped_sizes) < len(plain_sizes)  # fuller: fewer submissions
     assert len(grouped_sizes) < len(plain_sizes)
+
+
+def test_a_photo_wanted_next_is_hurried_not_forced_while_photos_come(tmp_path, gpu, monkeypatch):
+    """FACERUN_PHOTO_HURRY: a photo of a rare bucket every twelfth, the rest of two common ones, batches of 4. Set to 0,
+    the reorder buffer forces the rare photo's group (run and read back at once) before the last photo is fed; by
+    default its group is submitted and read back with the next batch, and only the run's end forces what is left.
+    The same faces either way, in input order."""
+    from facerun.face.buckets import Buckets
+    from facerun.face.detect import Detector
+
+    detector = Detector(str(YUNET), device="gpu")
+    common, rare = [(160, 120), (224, 160)], [(288, 224), (120, 200), (200, 288), (320, 192)]
+    sizes = [rare[(i // 12) % 4] if i % 12 == 0 else common[i % 2] for i in range(36)]
+    assert len({detector.batch_key_of_size(w, h) for w, h in sizes}) == 5
+    (tmp_path / "p").mkdir()
+    paths = []
+    for i, size in enumerate(sizes):
+        paths.append(tmp_path / "p" / f"p{i:02d}.jpg")
+        Image.open(FACES / SMALL_PHOTOS[i % 5]).convert("RGB").resize(size).save(paths[-1])
+    added, forced = [0], []
+    add, force = Buckets.add, Buckets.force
+    monkeypatch.setattr(Buckets, "add", lambda self, photo: added.__setitem__(0, added[0] + 1) or add(self, photo))
+    monkeypatch.setattr(Buckets, "force", lambda self, slot: forced.append(added[0]) or force(self, slot))
+    monkeypatch.setenv("FACERUN_PHOTO_BATCH", "4")
+    runs = {}
+    for hurry in ("0", "2"):
+        monkeypatch.setenv("FACERUN_PHOTO_HURRY", hurry)
+        added[0], forced[:] = 0, []
+        results = list(iter_photo_faces(paths, detector, None, workers=2))
+        runs[hurry] = ([r.path for r in results], [[f.box for f in r.faces] for r in results], list(forced), added[0])
+    (paths0, faces0, forced0, fed0), (paths2, faces2, forced2, fed2) = runs["0"], runs["2"]
+    assert paths0 == paths2 == paths and faces0 == faces2 and sum(map(len, faces2)) > 30
+    assert any(at < fed0 for at in forced0)  # forced while photos were still coming
+    assert forced2 and all(at == fed2 for at in forced2)  # only once every photo was fed

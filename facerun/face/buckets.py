@@ -105,12 +105,26 @@ class Buckets:
         if self.groups:
             self.flush(max(self.groups, key=lambda k: len(self.groups[k])))
 
+    def hurry(self, slot: Slot) -> bool:
+        """Whether `slot`'s photo still waits on the device; its group, if still gathering, is submitted now, without
+        waiting for it (its batch is read back when the next one goes in, as any batch is): the reorder buffer wants
+        it soon, and forcing it would leave the device idle while this thread read it back."""
+        if slot.future is not None:
+            return False
+        key = self._gathering(slot)
+        if key is not None:
+            self.flush(key)
+        return True
+
+    def _gathering(self, slot: Slot):
+        """The key of the group `slot`'s photo is gathering in, or None (it is in flight)."""
+        return next((k for k, g in self.groups.items() if any(s is slot for _, s in g)), None)
+
     def force(self, slot: Slot) -> None:
         """Run what `slot`'s photo waits on: its batch in flight, else its group."""
         if any(s is slot for _, g, _ in self.inflight for _, s in g):
             self.finish_oldest()
             return
-        key = next(k for k, g in self.groups.items() if any(s is slot for _, s in g))
-        self.flush(key)
+        self.flush(self._gathering(slot))
         if slot.future is None:
             self.finish_oldest()

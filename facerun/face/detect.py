@@ -199,7 +199,7 @@ class Detector(PhotoDetector):
         """run_network on several photos, those of one GPU bucket in one submission (Net.submit_photos): a function
         that waits for them and gives them back, outputs set, in order (the very outputs run_network gives)."""
         bucket = prepared[0].bucket if prepared else None
-        if (self.runtime == "facerun" and len(prepared) > 1 and bucket is not None
+        if (self.runtime == "facerun" and prepared and bucket is not None
                 and all(p.image is not None and p.bucket == bucket for p in prepared)):
             done = self.net.submit_photos([p.image for p in prepared], [p.shape for p in prepared], bucket)
 

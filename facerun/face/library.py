@@ -667,6 +667,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         return _post(photo, detector, embedder, options.all_faces, options.keep_images, stats)
 
     # photos of one bucket run a batch to a submission; `order` keeps input order (the reorder buffer)
+    hurried = settings.get("FACERUN_PHOTO_HURRY")
     buckets = Buckets(detector, stats, lambda photo: poster.submit(post, photo),
                       lambda photo: _detect(photo, detector, stats))
     busy = phases.Busy(stats.clock)
@@ -710,10 +711,17 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
             # first photo (its latency is what a user sees first) or when nothing else is left. A batch read back
             # hands its photos to post-processing all at once: a batch of them may wait there while this thread
             # runs the next (else it waited on the first few of each batch)
+            # A photo still waiting on the device is not forced while decoding goes on: its group is submitted
+            # (hurry) and read back when the next batch goes in, unless FACERUN_PHOTO_HURRY batches more wait behind
+            # it (forcing it read it back at once, and the device waited while this thread recorded the next batch)
             behind = posters + 1 + buckets.held + buckets.batch_slack
             while order and order[0].out is not None and (
                     order[0].out.done() or fed() > behind or not decoding
                     or stats.first_photo_s is None):
+                head = order[0].out
+                if (decoding and stats.first_photo_s is not None and not head.done() and isinstance(head, Slot)
+                        and fed() <= behind + hurried * buckets.size and buckets.hurry(head)):
+                    break
                 busy.stop(phases.ON_POST)
                 done_photo = order.popleft().out.result()
                 busy.start()
