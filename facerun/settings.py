@@ -164,6 +164,7 @@ def _one_of(words: tuple[str, ...]) -> Callable[[str, str], str]:
 REPLAY_MODES = ("auto", "held", "native", "api")  # gpu/replay.py: how a run's commands are recorded
 PARENT_RUNS = ("until-ready", "always", "off")  # face/processes.py: when the launching process runs photos too
 PROCESS_STARTS = ("forkserver", "spawn")  # face/processes.py: how the processes start on the GPU
+DECODER_PRIORITIES = ("nice", "idle", "same")  # face/decoders.py: the decoding threads of a library run on the CPU
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -199,6 +200,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_MAX_PIXELS", "pixels", 100_000_000.0,
             "the largest image facerun decodes, checked from its header (`--max-pixels` wins)", _positive,
             "100000000"),
+    Setting("FACERUN_DECODER_PRIORITY", "`nice`, `idle` or `same`", "nice", "the decoding threads of a library "
+            "run on the CPU: `nice` (10 nicer than the network), `idle` (Linux's SCHED_IDLE: they run only on a core "
+            "nothing else wants) or `same` (the network's priority)", _one_of(DECODER_PRIORITIES), "nice"),
     Setting("FACERUN_JPEG", "`pillow`", "", "`pillow`: decode JPEGs with Pillow even where simplejpeg (the `jpeg` "
             "extra) is installed", _word, "simplejpeg when installed"),
     Setting("FACERUN_PHOTO_BUCKET", "multiple of 32", 128, "on the GPU, photos run masked in the program of their "

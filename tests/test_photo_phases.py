@@ -115,11 +115,12 @@ def test_a_cpu_runs_decoders_run_nicer_and_a_decode_not_started_is_taken_back(cp
 
     photos = PHOTOS[:6]
     want = [[(f.score, tuple(f.box)) for f in r.faces] for r in _run(cpu_detector, photos, "serial")[1]]
-    niceness = []
+    niceness, policies = [], []
     real_decode = library._decode
 
     def decode(*args, **kwargs):
         niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        policies.append(os.sched_getscheduler(threading.get_native_id()))
         return real_decode(*args, **kwargs)
 
     monkeypatch.setattr(library, "_decode", decode)
@@ -130,9 +131,17 @@ def test_a_cpu_runs_decoders_run_nicer_and_a_decode_not_started_is_taken_back(cp
     # the decoding threads' priority is lower; the photos the feeding thread took back, if any, at its own
     assert nicer in niceness and set(niceness) <= {base, nicer}
 
+    # FACERUN_DECODER_PRIORITY=idle: the decoding threads run under SCHED_IDLE, the same faces
+    monkeypatch.setenv("FACERUN_DECODER_PRIORITY", "idle")
+    policies.clear()
+    stats, out = _run(cpu_detector, photos, "threads")
+    assert [[(f.score, tuple(f.box)) for f in r.faces] for r in out] == want
+    assert os.SCHED_IDLE in policies and set(policies) <= {os.SCHED_OTHER, os.SCHED_IDLE}
+    monkeypatch.delenv("FACERUN_DECODER_PRIORITY")
+
     # decoders that never get to run (a machine busy with other work): the feeding thread decodes every photo
     held = threading.Event()
-    monkeypatch.setattr(decoders, "nicer_thread", lambda: held.wait(30))
+    monkeypatch.setattr(decoders, "nicer_thread", lambda *_: held.wait(30))
     try:
         niceness.clear()
         stats, out = _run(cpu_detector, photos, "threads")

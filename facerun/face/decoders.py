@@ -51,12 +51,16 @@ POLL_S = 0.5  # how often a wait looks whether the processes are alive and the r
 DECODER_NICE = 10
 
 
-def nicer_thread() -> None:
-    """Lower this thread's priority by DECODER_NICE (the decoding threads of a run on the CPU); nothing where the
-    platform has no per-thread priority."""
+def nicer_thread(priority: str = "nice") -> None:
+    """Lower this thread's priority (the decoding threads of a run on the CPU, FACERUN_DECODER_PRIORITY): by
+    DECODER_NICE (`nice`), or to Linux's SCHED_IDLE (`idle`: it runs only on a core no other thread wants; a lane
+    waking up takes its core back at once); nothing where the platform has no per-thread priority, or for `same`."""
     with contextlib.suppress(AttributeError, OSError):
         tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DECODER_NICE))
+        if priority == "idle":
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        elif priority == "nice":
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DECODER_NICE))
 
 
 def default_processes() -> int:

@@ -609,9 +609,11 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     order: deque[_Entry] = deque()  # every photo not handed on yet, in input order (the reorder buffer)
     # photos asked for in input order, or grouped by bucket from their headers read ahead (_Lookahead)
     # on the CPU the decoding threads run nicer, and their photos not started yet are taken back (decoders.py)
-    nicer = _decoders.DECODER_NICE > 0 and processes is None and detector.device == "cpu"
+    priority = settings.get("FACERUN_DECODER_PRIORITY")
+    nicer = priority != "same" and processes is None and detector.device == "cpu"
     decoders = ThreadPoolExecutor(workers, thread_name_prefix="facerun-decode",
-                                  initializer=_decoders.nicer_thread if nicer else None)
+                                  initializer=_decoders.nicer_thread if nicer else None,
+                                  initargs=(priority,) if nicer else ())
     window, key_of = settings.get("FACERUN_PHOTO_LOOKAHEAD"), detector.batch_key_of_size
     lookahead = (_Lookahead(source, key_of, window, photo_batch(), order, decoders.submit)  # buckets only
                  if window and photo_batch() > 1 and key_of(640, 480) is not None else None)
