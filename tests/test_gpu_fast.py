@@ -13,7 +13,7 @@ from facerun import counters
 from facerun import program as P
 from facerun.gpu import device as D
 from facerun.gpu import kernels as K
-from facerun.gpu.fusion import separable_pairs
+from facerun.gpu.fusion import pooled_inputs, separable_pairs
 from facerun.gpu.lower import fusions, lower
 from facerun.gpu.model import GpuModel
 from facerun.gpu.plan import Limits
@@ -88,7 +88,9 @@ def test_yunet_heads_fold_their_sigmoids_and_transposes(models_dir):
     # a depthwise 3x3 made in its 1x1's pass (test_gpu_separable.py) has no dispatch of its own
     fused = sum(d.kernel.stem == "separable" for d in low.dispatches)
     assert len(separable_pairs(prog)) == 26 and fused == 15
-    assert len(low.dispatches) == (len(prog.steps) - 14 - fused
+    # and its four 2x2 max pools are read by the 1x1s after them (test_gpu_pooled.py)
+    assert len(pooled_inputs(prog)) == 4 and "pool" not in low.kernels
+    assert len(low.dispatches) == (len(prog.steps) - 14 - fused - 4
                                    + sum(d.kernel == K.SPLIT_REDUCE for d in low.dispatches))
 
 

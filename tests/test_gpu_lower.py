@@ -11,7 +11,7 @@ import pytest
 import facerun
 from facerun import program as P
 from facerun.gpu import kernels as K
-from facerun.gpu.fusion import separable_pairs
+from facerun.gpu.fusion import pooled_inputs, separable_pairs
 from facerun.gpu.lower import conv_shape as lower_shape
 from facerun.gpu.lower import lower, prologues
 from facerun.gpu.plan import ConvShape, Limits, PlanError, Tile, plan_conv, plan_gemm, plan_separable
@@ -34,9 +34,9 @@ def by_node(low) -> dict[str, list]:
     return found
 
 
-def assert_runs_plan(dispatches: list, want, pointwise: bool, norm: bool = False) -> None:
+def assert_runs_plan(dispatches: list, want, pointwise: bool, norm: bool = False, pooled: bool = False) -> None:
     """The dispatches of one convolution are exactly what `want` (plan_conv's answer) says; `norm`: a batch norm is
-    folded into its Winograd input transform."""
+    folded into its Winograd input transform; `pooled`: a 2x2 max pool into its reads."""
     if want.kernel == "winograd":  # input transform, the products (the tiled pointwise kernel), output transform
         first, *products, last = dispatches
         forms = {(2, False): (K.WINOGRAD_INPUT, K.WINOGRAD_OUTPUT), (4, False): (K.WINOGRAD4_INPUT, K.WINOGRAD4_OUTPUT),
@@ -59,7 +59,9 @@ def assert_runs_plan(dispatches: list, want, pointwise: bool, norm: bool = False
         got = tuple(subst[k] for k in ("BM", "BN", "TM", "TN", "BK", "KU"))
         assert got == (t.bm, t.bn, t.tm, t.tn, t.bk, t.ku)
         assert subst["POINTWISE"] == pointwise and subst["PARTIAL"] == (want.splits > 1)
+        assert subst.get("POOLED", False) == pooled
     else:
+        assert not pooled
         assert (main.kernel.file, main.kernel.entry) == ("conv_direct.wgsl", want.kernel)
     if want.splits > 1:
         assert len(rest) == 1 and rest[0].kernel == K.SPLIT_REDUCE and rest[0].groups == want.reduce_grid[:2]
@@ -75,6 +77,7 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
     low = lower(prog, limits, keep_data, separable=separable)
     found = by_node(low)
     norms = prologues(prog)
+    pools = pooled_inputs(prog)  # by 1x1: folded where that 1x1 runs tiled or in a separable pass
     kinds = set()
     # a 1x1 and the depthwise 3x3 reading it: one dispatch of the fused kernel under the 1x1's node, none for the other
     fused_into = {}
@@ -83,8 +86,11 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
         want = plan_separable(lower_shape(prog, pw), lower_shape(prog, dw), limits)
         if want is not None:
             (d,) = found[pw.node]
-            assert d.kernel == K.separable(want.quads) and d.plan == want and d.groups == want.grid[:2]
-            assert found[dw.node] == []
+            assert d.kernel == K.separable(want.quads, id(pw) in pools) and d.plan == want
+            assert d.groups == want.grid[:2] and found[dw.node] == []
+            if id(pw) in pools:
+                assert found[pools[id(pw)].node] == []
+                kinds.add("pooled")
             fused_into[id(pw)] = fused_into[id(dw)] = True
             kinds.add("separable")
     for st in prog.steps:
@@ -95,7 +101,11 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
             s = ConvShape(b, cin, h, w, cout, oh, ow, st.groups, st.kernel, st.stride, st.dilation, st.pads)
             want = plan_conv(s, limits)
             folded = id(st) in norms and want.kernel == "winograd"
-            assert_runs_plan(found[st.node], want, s.pointwise, folded)
+            pooled = id(st) in pools and want.kernel == "tiled" and s.pointwise
+            assert_runs_plan(found[st.node], want, s.pointwise, folded, pooled)
+            if id(st) in pools:  # a folded pool makes no dispatch of its own
+                assert len(found[pools[id(st)].node]) == (0 if pooled else 1)
+                kinds.add("pooled" if pooled else "pool")
             if id(st) in norms:  # a folded norm makes no dispatch of its own; one in front of another plan does
                 assert len(found[norms[id(st)].node]) == (0 if folded else 1)
                 kinds.add("folded norm" if folded else "norm")

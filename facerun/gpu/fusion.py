@@ -1,8 +1,8 @@
 """What the lowering folds, read off a step program alone: the steps a convolution takes into itself (`fusions`: an
 activation after it, a transpose of its output to NHWC), the depthwise 3x3 a 1x1 convolution makes in its pass
-(`separable_pairs`), the Add a nearest resize takes (an FPN's upsample and add), and the batch norm before a
-convolution (`prologues`, applied by a Winograd input transform). Pure functions of the program; lower.py acts on
-them.
+(`separable_pairs`), the Add a nearest resize takes (an FPN's upsample and add), the batch norm before a
+convolution (`prologues`, applied by a Winograd input transform) and the 2x2 max pool before a 1x1 convolution
+(`pooled_inputs`, taken as the 1x1 reads its input). Pure functions of the program; lower.py acts on them.
 """
 
 from __future__ import annotations
@@ -133,4 +133,30 @@ def prologues(prog: P.Program) -> dict[int, P.Affine]:
         if (storage == norm.out and storage not in outputs and len(readers.get(storage, ())) == 1
                 and np.size(norm.scale) == cin and np.size(norm.shift) == cin and st.residual != norm.out):
             found[id(st)] = norm
+    return found
+
+
+def pooled_inputs(prog: P.Program) -> dict[int, P.Pool]:
+    """The 2x2 max pools a 1x1 convolution may take as it reads its input, by id of that convolution: a max pool of
+    kernel and stride 2, no padding or dilation, every window whole (out = in // 2), whose output, no view and no
+    program output, only that convolution reads, as its input (not its residual); the convolution of stride 1 and
+    no padding, one group. (The lowering folds it where the 1x1 runs the tiled kernel or a separable pass.)"""
+    values = prog.values
+    readers, outputs = _readers(prog)
+    found: dict[int, P.Pool] = {}
+    for st in prog.steps:
+        if type(st) is not P.Pool or st.kind != "max" or st.kernel != (2, 2) or st.stride != (2, 2):
+            continue
+        if st.pads != (0, 0, 0, 0) or st.dilation != (1, 1) or values[st.out].base != st.out or st.out in outputs:
+            continue
+        xs, ys = values[st.x].shape, values[st.out].shape
+        if len(xs) != 4 or ys[2:] != (xs[2] // 2, xs[3] // 2):
+            continue
+        rs = readers.get(st.out, [])
+        if len(rs) != 1:
+            continue
+        conv = rs[0]
+        if (type(conv) is P.Conv and conv.x == st.out and conv.residual != st.out and conv.kernel == (1, 1)
+                and conv.stride == (1, 1) and conv.pads == (0, 0, 0, 0) and conv.groups == 1):
+            found[id(conv)] = st
     return found

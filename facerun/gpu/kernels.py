@@ -146,7 +146,7 @@ class Kernel:
         """The module's WGSL: the generated constants, common.wgsl, epilogue.wgsl when asked, then the source with its
         preambles written out and its template filled in."""
         body = specialise(expand_preambles(source_text(self.file)),
-                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, **dict(self.subst)})
+                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, "POOLED": False, **dict(self.subst)})
         parts = [constants(), source_text("common.wgsl")]
         if self.half:  # the directive comes before every declaration
             parts.insert(0, "enable f16;")
@@ -229,9 +229,11 @@ def _evaluate(expr: str, env: dict):
 
 
 @cache  # one object per variant: its key and layout are then worked out once
-def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, half_out: bool = False) -> Kernel:
+def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, half_out: bool = False,
+               pooled: bool = False) -> Kernel:
     """half: its input and weights stored as f16 (Winograd's planes at --precision f16), the sums in f32;
-    half_out: the sums written as f16 (Winograd's products, unsplit)."""
+    half_out: the sums written as f16 (Winograd's products, unsplit); pooled (a 1x1): each input value the largest
+    of a 2x2 window of its input (a max pool folded in, lower.pooled_inputs)."""
     tx, ty = tile.bn // tile.tn, tile.bm // tile.tm
     wg = tx * ty
     a_vec = tile.bk * tile.bm // 4
@@ -242,6 +244,8 @@ def tiled_conv(tile: Tile, pointwise: bool, partial: bool, half: bool = False, h
         subst["HALF"] = True
     if half_out:
         subst["HALF_OUT"] = True
+    if pooled:
+        subst["POOLED"] = True
     return Kernel("conv_tiled.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
@@ -251,10 +255,11 @@ SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
 
 
 @cache
-def separable(quads: int) -> Kernel:
+def separable(quads: int, pooled: bool = False) -> Kernel:
     """A 1x1 convolution and the depthwise 3x3 reading it, in one pass (plan.SeparablePlan), 4 * quads channels a
-    workgroup."""
-    return Kernel("separable.wgsl", "main", (("QUADS", int(quads)),), epilogue=True, trusted=True)
+    workgroup; pooled: the 1x1 reading the largest value of each 2x2 window of its input (a max pool folded in)."""
+    return Kernel("separable.wgsl", "main", (("QUADS", int(quads)),) + ((("POOLED", True),) if pooled else ()),
+                  epilogue=True, trusted=True)
 
 # Winograd's transforms, F(2x2, 3x3) and F(4x4, 3x3): one guarded thread per (channel, tile), planes sized by the
 # lowering; an input transform with AFFINE applies a batch norm's scale and shift per input channel to the patch (the
@@ -291,17 +296,18 @@ def gemv(rows: int, vec4: bool) -> Kernel:
     return Kernel("gemv.wgsl", "main", tuple(subst.items()), epilogue=True, trusted=True)
 
 
-def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: bool = False) -> Kernel:
+def conv_kernel(plan: ConvPlan | WinogradPlan, half: bool = False, half_out: bool = False,
+                pooled: bool = False) -> Kernel:
     """The pipeline of a convolution plan's main pass (the plan has made every choice; this only names it): for
     Winograd, that of its products. half: reading f16 input and weights (Winograd's products at --precision f16);
-    half_out: writing f16 sums."""
+    half_out: writing f16 sums; pooled: a tiled 1x1 taking a 2x2 max pool of its input as it reads it."""
     if plan.kernel == "winograd":
         return conv_kernel(plan.gemm, half, half_out)
     if plan.kernel == "depthwise":
         return DEPTHWISE_CONV
     if plan.kernel == "direct":
         return DIRECT_CONV
-    return tiled_conv(plan.tile, plan.pointwise, plan.partial, half, half_out and not plan.partial)
+    return tiled_conv(plan.tile, plan.pointwise, plan.partial, half, half_out and not plan.partial, pooled)
 
 
 def gemm_kernel(plan: GemmPlan) -> Kernel:

@@ -9,6 +9,7 @@ functions; this module only turns a plan into parameters. A step beyond the devi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
@@ -17,7 +18,7 @@ import numpy as np
 
 from .. import program as P
 from . import kernels as K
-from .fusion import Fusion, fusions, prologues, separable_pairs
+from .fusion import Fusion, fusions, pooled_inputs, prologues, separable_pairs
 from .items import item_count
 from .memory import (
     SlotPlanner,
@@ -141,6 +142,16 @@ class _Lowering:
                 if plan is not None:
                     self.separable[pw_id] = (dw, plan)
                     self.fused[pw_id] = Fusion(dw)
+        # 2x2 max pools a 1x1 takes as it reads its input (tiled kernel or separable pass): pool id -> the 1x1, and
+        # 1x1 id -> the pool; like a folded norm, the pool makes no dispatch and no slot
+        self.pool_before: dict[int, P.Conv] = {}
+        self.pool_of: dict[int, P.Pool] = {}
+        for conv_id, pool in pooled_inputs(prog).items():
+            conv = convs[conv_id]
+            plan = plan_conv(conv_shape(prog, conv), limits, **force)
+            if conv_id in self.separable or (isinstance(plan, ConvPlan) and plan.tile is not None and plan.pointwise):
+                self.pool_before[id(pool)] = conv
+                self.pool_of[conv_id] = pool
 
     def run(self) -> Lowered:
         prog, out = self.prog, self.out
@@ -154,6 +165,9 @@ class _Lowering:
         for step in prog.steps:
             if id(step) in self.prologue:  # no dispatch, no slot: its input lives on until the convolution reads it
                 self._deferred[id(self.prologue[id(step)])] = tuple(step.frees)
+                continue
+            if id(step) in self.pool_before:  # the same for a pool the 1x1 after it takes
+                self._deferred[id(self.pool_before[id(step)])] = tuple(step.frees)
                 continue
             storage = prog.storage(step.out)
             self._check_size(step.out)
@@ -449,6 +463,13 @@ class _Lowering:
             x_ref = self._read(st.x if norm is None else norm.x)
             self._winograd(shape, plan, st.weight, st.bias, act, x_ref, res, out, nhwc, norm)
             return
+        pool = self.pool_of.get(id(st))
+        if pool is not None:  # the tiled 1x1 reads the pool's input, taking each 2x2 window's largest value
+            self.out.conv_plans.append((pool.node, f"in {st.node}'s reads"))
+            _, _, h, w = self.prog.values[pool.x].shape
+            self._conv_dispatch(dataclasses.replace(shape, h=h, w=w), plan, st.weight, st.bias, act,
+                                self._read(pool.x), res, out, nhwc, also=(pool.node,))
+            return
         self._conv_dispatch(shape, plan, st.weight, st.bias, act, self._read(st.x), res, out, nhwc)
 
     def _separable(self, pw: P.Conv, out) -> None:
@@ -459,10 +480,13 @@ class _Lowering:
         fused = self.fused.get(id(dw))
         act = fused.act if fused is not None and fused.act is not None else dw.act
         nhwc = fused is not None and fused.nhwc
-        cin = self.prog.values[pw.x].shape[1]
+        pool = self.pool_of.get(id(pw))  # a 2x2 max pool the 1x1 takes as it reads its input
+        x = pw.x if pool is None else pool.x
+        _, cin, xh, xw = self.prog.values[x].shape
         layout = _out_strides(s.cout, s.oh * s.ow, nhwc)
         p = _epilogue_fields(act, dw.bias, dw.residual, s.cout)
-        p.update(layout, count=plan.workgroups, row=plan.grid[2], cin=cin, cout=s.cout, h=s.oh, w=s.ow, th=plan.th,
+        p.update(layout, count=plan.workgroups, row=plan.grid[2], cin=cin, cout=s.cout, h=s.oh, w=s.ow, xw=xw,
+                 xhw=xh * xw, th=plan.th,
                  tw=plan.tw, tiles_x=plan.tiles_x, tiles=plan.tiles, blocks=plan.blocks,
                  pw_bias=0 if pw.bias is None else plan.blocks * plan.quads * cin)
         pw_buf = self._const_of("separable 1x1 weights", (pw.weight, pw.bias), (plan.blocks, plan.quads),
@@ -470,12 +494,15 @@ class _Lowering:
         dw_buf = self._const_of("separable depthwise weights", (dw.weight,), (plan.blocks, plan.quads),
                                 lambda: pack_depthwise_quads(dw.weight, plan.blocks, plan.quads))
         res = self._read(dw.residual) if dw.residual is not None else None
-        reads = [self._read(pw.x), pw_buf, self._epilogue(dw.bias, act, s.cout), res, dw_buf]
+        reads = [self._read(x), pw_buf, self._epilogue(dw.bias, act, s.cout), res, dw_buf]
+        if pool is not None:
+            self.out.conv_plans.append((pool.node, f"in {pw.node}'s reads"))
         self.out.conv_plans.append((pw.node, plan.describe()))
         self.out.conv_plans.append((dw.node, f"in {pw.node}'s pass"))
-        self._add(K.separable(plan.quads), p, reads, out, plan.grid[:2], plan,
+        self._add(K.separable(plan.quads, pool is not None), p, reads, out, plan.grid[:2], plan,
                   (s.oh, s.ow, layout["out_p"], s.cout),
-                  also=(dw.node,), per_item=(plan.tiles * plan.blocks, s.batch))
+                  also=(dw.node,) if pool is None else (pool.node, dw.node),
+                  per_item=(plan.tiles * plan.blocks, s.batch))
 
     def _epilogue(self, bias, act, cout: int):
         """The buffer of a convolution's bias and PReLU slopes."""
@@ -520,11 +547,12 @@ class _Lowering:
 
     def _conv_dispatch(self, s: ConvShape, plan: ConvPlan, weight, bias, act, x_ref, res_ref, out,
                        nhwc: bool = False, source=None, wbuf=None, owner=None, half: bool = False,
-                       half_out: bool = False, final: bool = True) -> None:
+                       half_out: bool = False, final: bool = True, also: tuple[str, ...] = ()) -> None:
         """`source`: the array `weight` is a view of (the identity its derived buffers are kept by). `wbuf`: the
         packed weights when the caller made them (Winograd's products); `owner`: the plan the dispatches carry when
         this convolution is part of another's (Winograd's), which then also names it in `conv_plans`. final: `out`
-        is a convolution's output (not Winograd's products), which a run may mask."""
+        is a convolution's output (not Winograd's products), which a run may mask. also: a 2x2 max pool's node the
+        tiled 1x1 takes as it reads (`s` then has the pool's input rows and columns)."""
         source = weight if source is None else source
         owner = owner or plan
         cout, oh, ow = s.cout, s.oh, s.ow
@@ -535,7 +563,7 @@ class _Lowering:
         epi_buf = self._epilogue(bias, act, cout)
         if owner is plan:
             self.out.conv_plans.append((self.node, plan.describe()))
-        kernel = K.conv_kernel(plan, half, half_out)
+        kernel = K.conv_kernel(plan, half, half_out, pooled=bool(also))
         # the fields every convolution kernel takes, built in one dict (this runs for every layer of every new size)
         (kh, kw), (sh, sw), (dh, dw) = s.kernel, s.stride, s.dilation
         common = _epilogue_fields(act, bias, res_ref, cout)
@@ -562,13 +590,13 @@ class _Lowering:
             p.update(layout)
             # output-channel tiles fastest, then column tiles over batch x positions: the items in order
             per_item = (plan.tiles_m, plan.tiles_n) if final and plan.splits == 1 and s.groups == 1 else None
-            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner, mask,
+            self._add(kernel, p, [x_ref, wbuf, epi_buf, res_ref, taps], out, plan.grid[:2], owner, mask, also,
                       per_item=per_item)
             return
         # split K: partial sums into a scratch slot, then the ordered reduce applies the epilogue
         scratch = self.slots.take(plan.splits * total * 4)
         p.update(nchw)
-        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], owner)
+        self._add(kernel, p, [x_ref, wbuf, epi_buf, None, taps], ("slot", scratch), plan.grid[:2], owner, None, also)
         rx, ry, rrow = plan.reduce_grid
         rp = dict(common, row=rrow, oh=oh, splits=plan.splits, quads=0)
         rp.update(layout)

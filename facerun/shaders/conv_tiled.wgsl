@@ -58,6 +58,8 @@ struct Params {
     out_p: u32,
 }
 
+// POOLED (a 1x1): x is a 2x2 max pool's input of h x w (lower.pooled_inputs), each value read the largest of its
+// window at (2 oy, 2 ox), so the pool's output is never written.
 // HALF: input and weights stored as f16 (Winograd's planes at --precision f16), widened as they are read; the tiles
 // in shared memory and the sums stay f32, so each product is exact and only the storage is rounded
 alias stored = ${"f16" if HALF else "f32"};
@@ -82,8 +84,12 @@ fn im2col(k: u32, kend: u32, c: Column) -> f32 {
     if (!c.ok || k >= kend) {
         return 0.0;
     }
-#if POINTWISE
+#if POINTWISE and not POOLED
     return f32(x[c.base + k * p.h * p.w]);
+#end
+#if POOLED
+    let at = c.base + k * p.h * p.w;
+    return f32(max(max(x[at], x[at + 1u]), max(x[at + p.w], x[at + p.w + 1u])));
 #end
 #if not POINTWISE
     let t = taps[k];
@@ -130,8 +136,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let oy = sp / p.ow;
     let ox = sp - oy * p.ow;
     col.base = (nb * p.cin + g * p.cg) * p.h * p.w;
-#if POINTWISE
+#if POINTWISE and not POOLED
     col.base += sp;
+#end
+#if POOLED
+    col.base += 2u * (oy * p.w + ox);
 #end
     col.iy0 = i32(oy * p.sh) - i32(p.pt);
     col.ix0 = i32(ox * p.sw) - i32(p.pl);

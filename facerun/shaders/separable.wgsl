@@ -14,6 +14,8 @@ struct Params {
     cout: u32,  // channels of the 1x1's output and of the depthwise's
     h: u32,  // rows and columns of both outputs (and of the 1x1's input)
     w: u32,
+    xw: u32,  // x's columns and values a channel: w and h * w, or a pooled x's (POOLED)
+    xhw: u32,
     th: u32,  // the tile: (th + 2) * (tw + 2) = 256
     tw: u32,
     tiles_x: u32,
@@ -25,6 +27,8 @@ struct Params {
     out_p: u32,
 }
 
+// POOLED: x is a 2x2 max pool's input (lower.pooled_inputs), the 1x1 reading each window's largest value, so the
+// pool's output is never written.
 // x: the 1x1's input NCHW; pw: its weights by channel quad (pw[q * cin + ci] = w[4q..4q+3, ci]), then its bias by
 // quad; dwt: the depthwise weights by quad and tap (dwt[q * 9 + tap])
 #bindings x, pw: vec4<f32>, epi, res, dwt: vec4<f32>
@@ -43,7 +47,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let b = t / p.blocks;
     let y0 = (tile / p.tiles_x) * p.th;
     let x0 = (tile % p.tiles_x) * p.tw;
-    let hw = p.h * p.w;
     let span = p.tw + 2u;
     let quads_out = (p.cout + 3u) / 4u;
     let q0 = block * ${QUADS}u;
@@ -59,15 +62,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         inside = u32(iy) < keep.x && u32(ix) < keep.y;
     }
     if (inside) {
-        var xi = b * p.cin * hw + u32(iy) * p.w + u32(ix);
+#if not POOLED
+        var xi = b * p.cin * p.xhw + u32(iy) * p.xw + u32(ix);
+#end
+#if POOLED
+        var xi = b * p.cin * p.xhw + 2u * (u32(iy) * p.xw + u32(ix));
+#end
         // a quad past the last channel reads the zero weights packed for it
         let wi = q0 * p.cin;
         for (var ci = 0u; ci < p.cin; ci++) {
+#if not POOLED
             let v = vec4<f32>(x[xi]);
+#end
+#if POOLED
+            let v = vec4<f32>(max(max(x[xi], x[xi + 1u]), max(x[xi + p.xw], x[xi + p.xw + 1u])));
+#end
 #unroll q 0 QUADS
             acc${q} = fma(v, pw[wi + ${q}u * p.cin + ci], acc${q});
 #end
-            xi += hw;
+            xi += p.xhw;
         }
         if (p.pw_bias != 0u) {
 #unroll q 0 QUADS
