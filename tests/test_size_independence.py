@@ -103,10 +103,10 @@ def test_the_detectors_one_check_covers_the_sizes_to_come(gpu):
     assert paid["gpu_checks"] == 1 and "gpu_variant_checks" not in paid
     # the whole network small, the same program masked to a smaller photo against that photo's own program (photos
     # run masked in programs of a larger bucket), then single layers of the small program (the variants the sizes
-    # to come need)
+    # to come need; a 1x1 with the 2x2 max pool folded into its reads: the pool and the layer)
     assert ran_on_cpu[0][0] == (1, 3, CHECK_SIDE, CHECK_SIDE) and ran_on_cpu[0][1] > 50
     assert ran_on_cpu[1] == ((1, 3, CHECK_SIDE - 32, CHECK_SIDE - 64), ran_on_cpu[0][1]) and checked.masks_agree
-    assert all(steps == 1 for _, steps in ran_on_cpu[2:]) and paid.get("gpu_layer_checks", 0) == len(ran_on_cpu) - 2
+    assert {steps for _, steps in ran_on_cpu[2:]} == {1, 2} and paid.get("gpu_layer_checks", 0) == len(ran_on_cpu) - 2
     assert paid["gpu_layer_checks"] > first.get("gpu_layer_checks", 0)
     for shape in detector.net.workload.expected_shapes:  # up to max_side: nothing left to check when such a photo comes
         planned = {d.kernel.key for d in model.planned(detector.net.program(shape))}

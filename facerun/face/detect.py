@@ -91,9 +91,12 @@ class Detector(PhotoDetector):
         if not self.family.follows_image:
             return Workload()
         # a photo library meets every size up to max_side: the GPU's one check runs the whole network small and
-        # covers the kernel variants of the sizes to come from two programs (what YuNet's layers choose between)
+        # covers the kernel variants of the sizes to come from three programs (what YuNet's layers choose between:
+        # with its pools folded into the 1x1s after them, a pooled 1x1 of photos between 640 and 1280 takes a tile
+        # neither end does)
         side = -(-(self.max_side or DEFAULT_MAX_SIDE) // 32) * 32
-        expected = tuple((1, 3, s, s) for s in sorted({min(640, side), side}))
+        middle = (min(640, side) + side) // 64 * 32
+        expected = tuple((1, 3, s, s) for s in sorted({min(640, side), middle, side}))
         # photos go to the device as their bytes, in buckets of PHOTO_BUCKET (a family whose outputs can be cut)
         # and where the setting lets it, the device chooses the heads' rows worth reading back (gpu/select.py)
         score = self.score_threshold if settings.get("FACERUN_PHOTO_SELECT") else None

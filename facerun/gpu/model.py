@@ -23,6 +23,7 @@ from ..lru import InFlight, LruCache, budget_from_env
 from ..program import PRECISIONS
 from . import device as D
 from .arena import Arena
+from .fusion import pooled_inputs
 from .lower import lower, prologues
 from .memory import WeightStore, budget_bytes
 from .plan import PlanError
@@ -207,17 +208,19 @@ _no_consts = _NoConsts()
 
 def one_conv_program(prog: P.Program, step: P.Conv | P.Gemm, norm: bool = False) -> P.Program:
     """A program of `prog`'s convolution (or fully connected) `step` alone, its shapes taken from `prog` (inputs "x"
-    and, with a residual, "residual"; output "y"). norm=True: with the batch norm before it that the lowering may fold
-    into it (lower.prologues), "x" then being the norm's input, so a check runs the kernels the layer runs."""
+    and, with a residual, "residual"; output "y"). norm=True: with the batch norm (lower.prologues) or the 2x2 max
+    pool (fusion.pooled_inputs) before it that the lowering may fold into it, "x" then being that step's input, so a
+    check runs the kernels the layer runs."""
     xshape, yshape = prog.values[step.x].shape, prog.values[step.out].shape
-    values = [P.Value(0, "x", tuple(xshape), "input", 0)]
+    conv = norm and isinstance(step, P.Conv)
+    before = (prologues(prog).get(id(step)) or pooled_inputs(prog).get(id(step))) if conv else None
+    values = [P.Value(0, "x", tuple(prog.values[before.x].shape if before is not None else xshape), "input", 0)]
     inputs = [("x", 0)]
     steps = []
     x = 0
-    before = prologues(prog).get(id(step)) if norm and isinstance(step, P.Conv) else None
     if before is not None:
         x = len(values)
-        values.append(P.Value(x, "normed", tuple(xshape), "temp", x))
+        values.append(P.Value(x, "before", tuple(xshape), "temp", x))
         steps.append(dataclasses.replace(before, x=0, out=x))
     res = None
     if getattr(step, "residual", None) is not None:
