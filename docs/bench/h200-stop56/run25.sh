@@ -1,5 +1,5 @@
 # Stop 56's first call (issues 36 and 37), for the next session that gets a device (none was lent in stop 56):
-# Trees: .device/s55 = 3d355d4, .device/s56p = 451faad (hurry, no pools), .device/s56 = 30d307d (both).
+# Trees: .device/s55 = 3d355d4, .device/s56p = 451faad (hurry, no pools), .device/s56 = 07bbb15 (both).
 # 1. stop 55's native encoders against the tree before them (.device/s55 = 3d355d4), detect on the 4120 photos ABBA;
 # 2. stop 56's library-run change: a photo the output order waits for is hurried (its batch submitted, read back
 #    with the next), not forced (FACERUN_PHOTO_HURRY=0: as before), in turn on the new tree (.device/s56);
