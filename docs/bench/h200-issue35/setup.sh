@@ -14,3 +14,14 @@ row() {  # tree, label, then bench args: one line per row, the JSON kept in /tmp
     > /tmp/json/$label.json 2> /tmp/json/$label.err || { echo "$label failed"; tail -3 /tmp/json/$label.err; return; }
   python3 docs/bench/h200-issue35/rows.py $label /tmp/json/$label.json
 }
+profile() {  # tree: the 4120-photo detect under py-spy (native frames), where the feeding thread's time goes
+  tree=$1
+  /tmp/site/bin/py-spy record -r 500 --idle --native -f raw -o /tmp/lib.txt -- \
+    env PYTHONPATH=/tmp/site:$tree FACERUN_CACHE=/tmp/cache-$(basename $tree) python3 -P -c \
+    "import sys; from facerun.cli import main; sys.argv[0]='facerun'; main()" bench photos /tmp/p20 --paths gpu \
+    --json > /tmp/json/lib.json 2> /tmp/json/lib.err
+  python3 docs/bench/h200-issue35/rows.py lib /tmp/json/lib.json
+  python3 docs/bench/h200-stop53/stacks.py /tmp/lib.txt _pipelined 40
+  python3 docs/bench/h200-stop55/api_waits.py /tmp/lib.txt
+  gzip -c /tmp/lib.txt > $OUT/lib-spy.txt.gz
+}

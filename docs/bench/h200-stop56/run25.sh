@@ -28,11 +28,4 @@ done
 row $N w4120-hurried photos /tmp/p20 --paths gpu $E
 FACERUN_PHOTO_HURRY=0 row $N w4120-forced photos /tmp/p20 --paths gpu $E
 FACERUN_PHOTO_ITEMS=on row $N d4120-items photos /tmp/p20 --paths gpu
-/tmp/site/bin/py-spy record -r 500 --idle --native -f raw -o /tmp/lib.txt -- \
-  env PYTHONPATH=/tmp/site:$N FACERUN_CACHE=/tmp/cache-s56 python3 -P -c \
-  "import sys; from facerun.cli import main; sys.argv[0]='facerun'; main()" bench photos /tmp/p20 --paths gpu \
-  --json > /tmp/json/lib.json 2> /tmp/json/lib.err
-python3 docs/bench/h200-issue35/rows.py lib /tmp/json/lib.json
-python3 docs/bench/h200-stop53/stacks.py /tmp/lib.txt _pipelined 40
-python3 docs/bench/h200-stop55/api_waits.py /tmp/lib.txt
-gzip -c /tmp/lib.txt > $OUT/lib-spy.txt.gz
+profile $N
