@@ -87,10 +87,13 @@ def test_yunet_heads_fold_their_sigmoids_and_transposes(models_dir):
     assert "unary" not in low.kernels and "copy" not in low.kernels and "binary" not in low.kernels
     # a depthwise 3x3 made in its 1x1's pass (test_gpu_separable.py) has no dispatch of its own
     fused = sum(d.kernel.stem == "separable" for d in low.dispatches)
-    assert len(separable_pairs(prog)) == 26 and fused == 15
+    # 15 of its 26 pairs so: three alone, and its twelve heads' pairs four to a pass, a pass a stride
+    # (test_gpu_heads.py)
+    heads = sum(d.kernel == K.separable(4, heads=True) for d in low.dispatches)
+    assert len(separable_pairs(prog)) == 26 and fused == 6 and heads == 3
     # and its four 2x2 max pools are read by the 1x1s after them (test_gpu_pooled.py)
     assert len(pooled_inputs(prog)) == 4 and "pool" not in low.kernels
-    assert len(low.dispatches) == (len(prog.steps) - 14 - fused - 4
+    assert len(low.dispatches) == (len(prog.steps) - 14 - 15 - 3 * 3 - 4
                                    + sum(d.kernel == K.SPLIT_REDUCE for d in low.dispatches))
 
 

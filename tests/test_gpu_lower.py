@@ -11,7 +11,7 @@ import pytest
 import facerun
 from facerun import program as P
 from facerun.gpu import kernels as K
-from facerun.gpu.fusion import pooled_inputs, separable_pairs
+from facerun.gpu.fusion import head_groups, pooled_inputs, separable_pairs
 from facerun.gpu.lower import conv_shape as lower_shape
 from facerun.gpu.lower import lower, prologues
 from facerun.gpu.plan import ConvShape, Limits, PlanError, Tile, plan_conv, plan_gemm, plan_separable
@@ -81,7 +81,24 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
     kinds = set()
     # a 1x1 and the depthwise 3x3 reading it: one dispatch of the fused kernel under the 1x1's node, none for the other
     fused_into = {}
+    # a head group: one dispatch of the heads kernel under its first 1x1's node, on the plan of all its channels
+    for group in head_groups(prog) if separable else ():
+        alone = [plan_separable(lower_shape(prog, h.pw), lower_shape(prog, h.dw), limits) for h in group]
+        cout = sum(h.pw.weight.shape[0] for h in group)
+        whole = plan_separable(dataclasses.replace(lower_shape(prog, group[0].pw), cout=cout),
+                               dataclasses.replace(lower_shape(prog, group[0].dw), cin=cout, cout=cout, groups=cout),
+                               limits)
+        if None in alone or whole is None:
+            continue
+        (d,) = found[group[0].pw.node]
+        assert d.kernel == K.separable(whole.quads, heads=True) and d.plan == whole and d.groups == whole.grid[:2]
+        for h in group:
+            assert (h is group[0] or found[h.pw.node] == []) and found[h.dw.node] == []
+            fused_into[id(h.pw)] = fused_into[id(h.dw)] = True
+        kinds.add("heads")
     for pw_id, dw in (separable_pairs(prog) if separable else {}).items():
+        if pw_id in fused_into:
+            continue
         pw = next(st for st in prog.steps if id(st) == pw_id)
         want = plan_separable(lower_shape(prog, pw), lower_shape(prog, dw), limits)
         if want is not None:
@@ -122,7 +139,7 @@ def test_every_convolution_runs_the_plan_of_its_shape(name, shape, limits, separ
     assert kinds, "the model has convolutions"
     if name == "yunet-arch":  # some of its 1x1s run with their depthwise 3x3 (not on SMALL: too few threads)
         fused = separable and limits is not SMALL
-        assert {"tiled", "depthwise"} <= kinds and ("separable" in kinds) == fused
+        assert {"tiled", "depthwise"} <= kinds and ("separable" in kinds) == fused and ("heads" in kinds) == fused
     if name == "auraface-arch-small":  # its 3x3 layers, its stem and strided ones not; each block's first norm folded
         assert {"winograd", "tiled", "folded norm"} <= kinds
 

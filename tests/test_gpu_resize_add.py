@@ -11,6 +11,7 @@ import numpy as np
 
 import facerun
 from facerun import program as P
+from facerun.gpu import kernels as K
 from facerun.gpu import tune
 from facerun.gpu.fusion import fusions
 
@@ -68,5 +69,7 @@ def test_yunet_640_runs_without_elementwise_dispatches(gpu_model, models_dir):
     assert "elementwise" not in families and families["resize"] == 2  # its two upsample-and-adds, one dispatch each
     # 15 of its 26 pairs of a 1x1 and its depthwise 3x3 run in one pass each (plan.SEPARABLE_MAX_PRODUCTS: the
     # heads and the 1x1s of up to 16 -> 32 channels): 59 dispatches without that; its four 2x2 max pools are read
-    # by the 1x1s after them (test_gpu_pooled.py): 44 without that
-    assert len(gp.dispatches) == 40 and families["separable"] == 15 and "pool" not in families
+    # by the 1x1s after them (test_gpu_pooled.py): 44 without that; the four heads of each of its three strides run
+    # in one pass a stride (test_gpu_heads.py): 40 without that
+    assert len(gp.dispatches) == 31 and families["separable"] == 6 and "pool" not in families
+    assert sum(d.kernel == K.separable(4, heads=True) for d in gp.dispatches) == 3

@@ -410,7 +410,7 @@ class ItemsBatch:
         if len(v.shape) != 4 or v.shape[1] != 3 or v.shape[0] > K.PHOTO_ITEMS:
             raise GpuError(f"a batch of photos takes a program of an N x 3 x H x W input, not {list(v.shape)}")
         self.items, _, self.ph, self.pw = v.shape
-        for name, vid, _, _ in gp.outputs:
+        for name, vid, *_ in gp.outputs:
             shape = gp.prog.values[vid].shape
             if not shape or shape[0] != self.items:
                 raise GpuError(f"output '{name}' of {list(shape)} is not {self.items} items first")
@@ -514,9 +514,9 @@ class ItemsBatch:
                         copy(staged.hand_over(), 0, bufs.image, offset, staged.nbytes)
                 gp.encode_pass(enc, first=(gp.dev.pipeline(K.IMAGES), gp.photo.layout_group(bufs, self.slot), gx, gy),
                                count=count)
-                for _, slot, offset, size, _ in copies:
+                for _, slot, offset, size, _, src in copies:
                     if slot is not None:
-                        copy(gp.buffers[slot], 0, staging, offset, size)
+                        copy(gp.buffers[slot], src, staging, offset, size)
                 if chosen is not None:  # the items' regions, one after another as the staging buffer takes them
                     chosen.copy(enc, chosen.record(enc, len(items)), 0, staging, 0, len(items))
                 commands = enc.finish()
@@ -541,19 +541,19 @@ class ItemsBatch:
 
     def _copies(self, count: int) -> tuple[list, int]:
         """What a batch of `count` photos reads back: the first `count` items of each output (the padding's are
-        never copied), packed one after another: [(name, slot, byte offset, bytes, shape)], a constant output as
-        (name, None, 0, 0, its first `count` items), and the bytes in all."""
+        never copied), packed one after another: [(name, slot, byte offset, bytes, shape, byte offset in the slot)], a
+        constant output as (name, None, 0, 0, its first `count` items, 0), and the bytes in all."""
         plan = self._plans.get(count)
         if plan is None:
             gp, copies, at = self.gp, [], 0
-            for name, vid, slot, _ in gp.outputs:
+            for name, vid, slot, _, src in gp.outputs:
                 v = gp.prog.values[vid]
                 shape = (count, *v.shape[1:])
                 if slot is None:
-                    copies.append((name, None, 0, 0, np.array(v.data, np.float32).reshape(v.shape)[:count]))
+                    copies.append((name, None, 0, 0, np.array(v.data, np.float32).reshape(v.shape)[:count], 0))
                     continue
                 size = v.nbytes // self.items * count
-                copies.append((name, slot, at, size, shape))
+                copies.append((name, slot, at, size, shape, src))
                 at += _up(size, 4)
             plan = self._plans[count] = (copies, max(at, 4))
         return plan
@@ -566,7 +566,7 @@ class ItemsBatch:
             pending._outputs = _rows(pending, flat, _up(pending.chosen.read_bytes))
             return
         whole = {}
-        for name, slot, offset, size, shape in self._copies(pending.items)[0]:
+        for name, slot, offset, size, shape, _ in self._copies(pending.items)[0]:
             whole[name] = shape if slot is None else flat[offset // 4 : (offset + size) // 4].reshape(shape)
         pending._outputs = [{name: v[k : k + 1] for name, v in whole.items()} for k in range(pending.items)]
 

@@ -2,7 +2,8 @@
 activation after it, a transpose of its output to NHWC), the depthwise 3x3 a 1x1 convolution makes in its pass
 (`separable_pairs`), the Add a nearest resize takes (an FPN's upsample and add), the batch norm before a
 convolution (`prologues`, applied by a Winograd input transform) and the 2x2 max pool before a 1x1 convolution
-(`pooled_inputs`, taken as the 1x1 reads its input). Pure functions of the program; lower.py acts on them.
+(`pooled_inputs`, taken as the 1x1 reads its input), and the heads one separable pass makes together (`head_groups`).
+Pure functions of the program; lower.py acts on them.
 """
 
 from __future__ import annotations
@@ -160,3 +161,52 @@ def pooled_inputs(prog: P.Program) -> dict[int, P.Pool]:
                 and conv.stride == (1, 1) and conv.pads == (0, 0, 0, 0) and conv.groups == 1):
             found[id(conv)] = st
     return found
+
+
+@dataclass(frozen=True)
+class Head:
+    """One member of a head group: a 1x1 convolution, the depthwise 3x3 reading it, and the value the pair's pass
+    writes (the depthwise's output, or that of the step folded into it: a sigmoid, an NHWC transpose)."""
+
+    pw: P.Conv
+    dw: P.Conv
+    act: P.Activation | None  # the depthwise's own activation or the folded one
+    nhwc: bool
+    out: int  # the value written: a program output that nothing reads
+
+
+HEADS_MAX = 4  # outputs one pass writes (the kernel's table of heads, separable.wgsl HEADS)
+
+
+def head_groups(prog: P.Program) -> list[tuple[Head, ...]]:
+    """A detector's heads as groups that one separable pass can make together: 1x1 convolutions reading the same
+    value, each with the depthwise 3x3 that alone reads it (`separable_pairs`), whose outputs (after a folded
+    sigmoid or NHWC transpose) are program outputs read by no step. Up to HEADS_MAX members a group, in program
+    order; their activations all one kind (with its constants) or none, never PReLU. The pass reads the shared input
+    once for every head's channels and writes each head's output where the lowering places it."""
+    values = prog.values
+    readers, outputs = _readers(prog)
+    pairs = separable_pairs(prog)
+    folded = fusions(prog)
+    by_input: dict[int, list[Head]] = {}
+    for st in prog.steps:
+        dw = pairs.get(id(st))
+        if dw is None or st.stride != (1, 1) or st.pads != (0, 0, 0, 0) or st.groups != 1 or dw.residual is not None:
+            continue
+        fused = folded.get(id(dw))
+        if fused is not None and fused.act is None and not fused.nhwc:
+            continue
+        act = fused.act if fused is not None and fused.act is not None else dw.act
+        last = fused.step if fused is not None else dw
+        storage = values[last.out].base
+        if storage not in outputs or readers.get(storage) or (act is not None and act.kind == "prelu"):
+            continue
+        by_input.setdefault(st.x, []).append(Head(st, dw, act, fused is not None and fused.nhwc, last.out))
+    groups = []
+    for heads in by_input.values():
+        for at in range(0, len(heads), HEADS_MAX):
+            group = tuple(heads[at : at + HEADS_MAX])
+            acts = {(h.act.kind, h.act.lo, h.act.hi, h.act.alpha) for h in group if h.act is not None}
+            if len(group) > 1 and len(acts) <= 1:
+                groups.append(group)
+    return groups

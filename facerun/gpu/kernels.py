@@ -146,7 +146,8 @@ class Kernel:
         """The module's WGSL: the generated constants, common.wgsl, epilogue.wgsl when asked, then the source with its
         preambles written out and its template filled in."""
         body = specialise(expand_preambles(source_text(self.file)),
-                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, "POOLED": False, **dict(self.subst)})
+                          {"HALF": False, "HALF_IN": False, "HALF_OUT": False, "POOLED": False, "HEADS": False,
+                           **dict(self.subst)})
         parts = [constants(), source_text("common.wgsl")]
         if self.half:  # the directive comes before every declaration
             parts.insert(0, "enable f16;")
@@ -255,11 +256,13 @@ SPLIT_REDUCE = Kernel("conv_direct.wgsl", "reduce", epilogue=True, trusted=True)
 
 
 @cache
-def separable(quads: int, pooled: bool = False) -> Kernel:
+def separable(quads: int, pooled: bool = False, heads: bool = False) -> Kernel:
     """A 1x1 convolution and the depthwise 3x3 reading it, in one pass (plan.SeparablePlan), 4 * quads channels a
-    workgroup; pooled: the 1x1 reading the largest value of each 2x2 window of its input (a max pool folded in)."""
-    return Kernel("separable.wgsl", "main", (("QUADS", int(quads)),) + ((("POOLED", True),) if pooled else ()),
-                  epilogue=True, trusted=True)
+    workgroup; pooled: the 1x1 reading the largest value of each 2x2 window of its input (a max pool folded in);
+    heads: a head group's 1x1s and depthwise 3x3s in one (fusion.head_groups), each head's channels written to its
+    own output, layout and activation (the Params' `heads` table)."""
+    subst = (("QUADS", int(quads)),) + ((("POOLED", True),) if pooled else ()) + ((("HEADS", True),) if heads else ())
+    return Kernel("separable.wgsl", "main", subst, epilogue=True, trusted=True)
 
 # Winograd's transforms, F(2x2, 3x3) and F(4x4, 3x3): one guarded thread per (channel, tile), planes sized by the
 # lowering; an input transform with AFFINE applies a batch norm's scale and shift per input channel to the patch (the

@@ -13,12 +13,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import program as P
 from . import kernels as K
-from .fusion import Fusion, fusions, pooled_inputs, prologues, separable_pairs
+from .fusion import HEADS_MAX, Fusion, Head, fusions, head_groups, pooled_inputs, prologues, separable_pairs
 from .items import item_count
 from .memory import (
     SlotPlanner,
@@ -50,6 +51,8 @@ from .plan import (
     plan_separable,
 )
 
+HEAD_ALIGN = 256  # byte alignment of the outputs a head group's pass writes into one slot (storage offsets)
+NO_HEADS = [0] * (6 * 4)  # the head table of a separable pass of one 1x1 (separable.wgsl HEADS)
 NEG_INF_BITS = 0xFF800000  # the pool kernel's empty-window value (-inf cannot be a WGSL constant)
 # one-thread-per-value kernels whose thread i makes output value i (row-major): a batch's items in order
 _BY_OUTPUT_VALUE = (K.UNARY, K.BINARY, K.COPY, K.POOL, K.RESIZE, K.LINEAR_RESIZE, K.PAD)
@@ -73,6 +76,17 @@ class Dispatch:
     per_item: tuple[int, int] | None = None
 
 
+class Placed(NamedTuple):
+    """A program output: its name, value, slot (None: a constant), byte offset in the staging buffer, and byte offset
+    in its slot (0 but for a head group's outputs, which share one slot)."""
+
+    name: str
+    vid: int
+    slot: int | None
+    offset: int
+    at: int = 0
+
+
 @dataclass
 class Lowered:
     """A program as dispatches, with its slot sizes and where its inputs and outputs live."""
@@ -80,7 +94,7 @@ class Lowered:
     dispatches: list[Dispatch]
     slots: SlotPlanner
     inputs: list[tuple[str, int, P.Value]]  # (name, slot, value)
-    outputs: list[tuple[str, int, int | None, int]]  # (name, value id, slot or None for a constant, staging offset)
+    outputs: list[Placed]
     staging_bytes: int
     kernels: dict[str, int] = field(default_factory=dict)  # kernel source -> dispatches (for descriptions)
     conv_plans: list[tuple[str, str]] = field(default_factory=list)  # (node, plan in words)
@@ -152,6 +166,18 @@ class _Lowering:
             if conv_id in self.separable or (isinstance(plan, ConvPlan) and plan.tile is not None and plan.pointwise):
                 self.pool_before[id(pool)] = conv
                 self.pool_of[conv_id] = pool
+        # heads made in one separable pass: first 1x1 id -> (the group, its plan); the group's other steps make no
+        # dispatch; each head's output at its byte offset in the group's slot (at_of)
+        self.heads: dict[int, tuple[tuple[Head, ...], SeparablePlan]] = {}
+        self.in_heads: set[int] = set()
+        self.at_of: dict[int, int] = {}  # storage -> byte offset in its slot (a head group's outputs)
+        for group in head_groups(prog) if self.separable else ():
+            plan = self._heads_plan(group)
+            if plan is not None:
+                self.heads[id(group[0].pw)] = (group, plan)
+                for h in group:
+                    self.in_heads.update(id(st) for st in (h.pw, h.dw, *self._folded_after(h.dw)))
+                self.in_heads.discard(id(group[0].pw))
 
     def run(self) -> Lowered:
         prog, out = self.prog, self.out
@@ -163,6 +189,14 @@ class _Lowering:
         folded = {id(f.step): f for f in self.fused.values()}
         lent: set[int] = set()  # storages writing into a folded step's output slot: freed with that output
         for step in prog.steps:
+            if id(step) in self.in_heads:  # made by the head group's pass, at its first 1x1
+                self._free(step, lent)
+                continue
+            if id(step) in self.heads:
+                self.node = step.node
+                self._heads(*self.heads[id(step)])
+                self._free(step, lent)
+                continue
             if id(step) in self.prologue:  # no dispatch, no slot: its input lives on until the convolution reads it
                 self._deferred[id(self.prologue[id(step)])] = tuple(step.frees)
                 continue
@@ -203,12 +237,12 @@ class _Lowering:
         for name, vid in prog.outputs:
             v = prog.values[vid]
             if v.kind == "const":
-                self.out.outputs.append((name, vid, None, 0))
+                self.out.outputs.append(Placed(name, vid, None, 0))
                 continue
             storage = prog.storage(vid)
             if storage not in self.slot_of:
                 raise PlanError(f"output '{name}' was never made")
-            self.out.outputs.append((name, vid, self.slot_of[storage], offset))
+            self.out.outputs.append(Placed(name, vid, self.slot_of[storage], offset, self.at_of.get(storage, 0)))
             offset += v.nbytes
         self.out.staging_bytes = max(16, offset)
 
@@ -488,7 +522,7 @@ class _Lowering:
         p.update(layout, count=plan.workgroups, row=plan.grid[2], cin=cin, cout=s.cout, h=s.oh, w=s.ow, xw=xw,
                  xhw=xh * xw, th=plan.th,
                  tw=plan.tw, tiles_x=plan.tiles_x, tiles=plan.tiles, blocks=plan.blocks,
-                 pw_bias=0 if pw.bias is None else plan.blocks * plan.quads * cin)
+                 pw_bias=0 if pw.bias is None else plan.blocks * plan.quads * cin, heads=NO_HEADS)
         pw_buf = self._const_of("separable 1x1 weights", (pw.weight, pw.bias), (plan.blocks, plan.quads),
                                 lambda: pack_separable(pw.weight, pw.bias, plan.blocks, plan.quads))
         dw_buf = self._const_of("separable depthwise weights", (dw.weight,), (plan.blocks, plan.quads),
@@ -502,6 +536,78 @@ class _Lowering:
         self._add(K.separable(plan.quads, pool is not None), p, reads, out, plan.grid[:2], plan,
                   (s.oh, s.ow, layout["out_p"], s.cout),
                   also=(dw.node,) if pool is None else (pool.node, dw.node),
+                  per_item=(plan.tiles * plan.blocks, s.batch))
+
+    def _folded_after(self, dw: P.Conv) -> tuple[P.Step, ...]:
+        """The step folded into a depthwise's output (a sigmoid, an NHWC transpose), if any."""
+        fused = self.fused.get(id(dw))
+        return () if fused is None else (fused.step,)
+
+    def _heads_plan(self, group: tuple[Head, ...]) -> SeparablePlan | None:
+        """The separable plan of a head group's pass (its 1x1s' output channels in one), or None where a member does
+        not run as a separable pass alone or the whole does not fit one."""
+        if any(id(h.pw) not in self.separable or id(h.pw) in self.pool_of for h in group):
+            return None
+        cout = sum(h.pw.weight.shape[0] for h in group)
+        pw = dataclasses.replace(conv_shape(self.prog, group[0].pw), cout=cout)
+        dw = dataclasses.replace(conv_shape(self.prog, group[0].dw), cin=cout, cout=cout, groups=cout)
+        return plan_separable(pw, dw, self.limits)
+
+    def _heads(self, group: tuple[Head, ...], plan: SeparablePlan) -> None:
+        """A head group in one dispatch of separable.wgsl (HEADS): the 1x1s' weights stacked into one of all their
+        channels, the shared input read once, and each head's channels written to its own output with its own
+        layout and activation. The outputs share one slot, each at a HEAD_ALIGN-aligned byte offset."""
+        prog, values = self.prog, self.prog.values
+        s = conv_shape(prog, group[0].dw)
+        ohw = s.oh * s.ow
+        widths = [h.pw.weight.shape[0] for h in group]
+        cout = sum(widths)
+        ats, size = [], 0
+        for h in group:
+            ats.append(size)
+            size += -(-values[h.out].nbytes // HEAD_ALIGN) * HEAD_ALIGN
+        slot = self.slots.take(size)
+        for h, at in zip(group, ats):
+            storage = prog.storage(h.out)
+            self.slot_of[storage] = slot
+            self.at_of[storage] = at
+        unused = [0] * (HEADS_MAX - len(group))
+        first = [sum(widths[:k]) for k in range(len(group))] + [0xFFFFFFFF] * len(unused)
+        strides = [_out_strides(c, ohw, h.nhwc) for h, c in zip(group, widths)]
+        table = (first + [at // 4 for at in ats] + unused + [t["out_b"] for t in strides] + unused
+                 + [t["out_c"] for t in strides] + unused + [t["out_p"] for t in strides] + unused
+                 + [K.ACT_CODES[None if h.act is None else h.act.kind] for h in group] + unused)
+        act = next((h.act for h in group if h.act is not None), None)
+        pws, dws = [h.pw for h in group], [h.dw for h in group]
+        has_bias = any(d.bias is not None for d in dws)
+        p = _epilogue_fields(act, True if has_bias else None, None, cout)
+        _, cin, xh, xw = values[group[0].pw.x].shape
+        p.update(_out_strides(cout, ohw, False), count=plan.workgroups, row=plan.grid[2], cin=cin, cout=cout,
+                 h=s.oh, w=s.ow, xw=xw, xhw=xh * xw, th=plan.th, tw=plan.tw, tiles_x=plan.tiles_x, tiles=plan.tiles,
+                 blocks=plan.blocks, heads=table,
+                 pw_bias=plan.blocks * plan.quads * cin if any(w.bias is not None for w in pws) else 0)
+
+        def stacked(arrays, shape_of):
+            return np.concatenate([np.zeros(shape_of(c), np.float32) if a is None else np.asarray(a, np.float32)
+                                   for a, c in zip(arrays, widths)])
+
+        sources = tuple(a for w in pws for a in (w.weight, w.bias))
+        pw_buf = self._const_of("head group 1x1 weights", sources, (plan.blocks, plan.quads),
+                                lambda: pack_separable(stacked([w.weight for w in pws], None),
+                                                       stacked([w.bias for w in pws], lambda c: (c,)),
+                                                       plan.blocks, plan.quads))
+        dw_buf = self._const_of("head group depthwise weights", tuple(d.weight for d in dws),
+                                (plan.blocks, plan.quads),
+                                lambda: pack_depthwise_quads(stacked([d.weight for d in dws], None), plan.blocks,
+                                                             plan.quads))
+        epi_buf = self._const_of("head group epilogue", tuple(d.bias for d in dws), (cout,),
+                                 lambda: stacked([d.bias for d in dws], lambda c: (c,)))
+        for h in group:
+            self.out.conv_plans.append((h.pw.node, f"{plan.describe()}, {len(group)} heads in one pass"))
+            self.out.conv_plans.append((h.dw.node, f"in {group[0].pw.node}'s pass"))
+        also = tuple(st.node for h in group for st in (h.pw, h.dw) if st is not group[0].pw)
+        self._add(K.separable(plan.quads, heads=True), p, [self._read(group[0].pw.x), pw_buf, epi_buf, None, dw_buf],
+                  ("slot", slot), plan.grid[:2], plan, (s.oh, s.ow, 1, cout), also=also,
                   per_item=(plan.tiles * plan.blocks, s.batch))
 
     def _epilogue(self, bias, act, cout: int):

@@ -323,8 +323,9 @@ def native_calls() -> Native | None:
 
 class Replay:
     """One program's run as a list, resolved once. steps: (pipeline, bind group, x groups, y groups), the pipeline
-    None where the step before bound the same one; copies: (output buffer, staging offset, bytes); slices: (name,
-    first float, count, shape) of each output in the read-back data; consts: outputs the compiler folded.
+    None where the step before bound the same one; copies: (output buffer, byte offset in it, staging offset,
+    bytes); slices: (name, first float, count, shape) of each output in the read-back data; consts: outputs the
+    compiler folded.
     `native`: a Native (steps and copies hold wgpu-native handles) or None (they hold wgpu-py objects). items: a
     batch program's items where fewer may be run (items.py), with `per_item` each step's (inner, units) or None."""
 
@@ -344,15 +345,15 @@ class Replay:
             else:
                 self.steps.append((None if same else pipe, group, gx, gy))
         self.copies, self.slices, self.consts = [], [], []
-        for name, vid, slot, offset in outputs:
+        for name, vid, slot, offset, at in outputs:
             v = values[vid]
             if slot is None:
                 self.consts.append((name, np.array(v.data, np.float32).reshape(v.shape)))
                 continue
             src = buffers[slot]
-            self.copies.append((native.handle(src) if native is not None else src, offset, v.nbytes))
+            self.copies.append((native.handle(src) if native is not None else src, at, offset, v.nbytes))
             self.slices.append((name, offset // 4, v.size, tuple(v.shape)))
-        self.keep = (recorded, [buffers[slot] for _, _, slot, _ in outputs if slot is not None])  # alive
+        self.keep = (recorded, [buffers[o.slot] for o in outputs if o.slot is not None])  # alive
 
     def steps_for(self, count: int | None) -> list:
         """The steps of a run of the first `count` items (all of them: None), each dispatch's grid cut to them."""
@@ -392,11 +393,11 @@ class Replay:
         n = self.native
         if n is not None:
             e, s, copy = n.handle(enc), n.handle(staging), n.copy
-            for src, offset, nbytes in self.copies:
-                copy(e, src, 0, s, at + offset, nbytes)
+            for src, src_at, offset, nbytes in self.copies:
+                copy(e, src, src_at, s, at + offset, nbytes)
         else:
-            for src, offset, nbytes in self.copies:
-                enc.copy_buffer_to_buffer(src, 0, staging, at + offset, nbytes)
+            for src, src_at, offset, nbytes in self.copies:
+                enc.copy_buffer_to_buffer(src, src_at, staging, at + offset, nbytes)
 
     def unpack(self, flat: np.ndarray, at: int = 0) -> dict[str, np.ndarray]:
         """The outputs by name from read-back floats whose outputs start at byte `at` (`flat` is the run's own)."""

@@ -205,9 +205,9 @@ class GpuProgram:
         if self.replay is not None:
             self.replay.copy_outputs(enc, staging, at)
             return
-        for _, vid, slot, offset in self.outputs:
+        for _, vid, slot, offset, src in self.outputs:
             if slot is not None:
-                enc.copy_buffer_to_buffer(self.buffers[slot], 0, staging, at + offset, self.prog.values[vid].nbytes)
+                enc.copy_buffer_to_buffer(self.buffers[slot], src, staging, at + offset, self.prog.values[vid].nbytes)
 
     def _commands(self):
         """A run's command buffer: the pass, then the outputs copied to the staging buffer."""
@@ -234,7 +234,7 @@ class GpuProgram:
         if self.replay is not None:
             return self.replay.unpack(flat, at)
         out = {}
-        for name, vid, slot, offset in self.outputs:
+        for name, vid, slot, offset, _ in self.outputs:
             v = self.prog.values[vid]
             if slot is None:
                 out[name] = np.array(v.data, np.float32).reshape(v.shape)

@@ -71,23 +71,23 @@ class Selection:
     def __init__(self, gp, spec: Candidates):
         self.gp, self.spec = gp, spec
         self.serial = next(_SERIALS)  # names its bind groups in the arena (an id() may come back for another)
-        outputs = {name: (vid, slot) for name, vid, slot, _ in gp.outputs}
+        outputs = {o.name: (o.vid, o.slot, o.at) for o in gp.outputs}
         hw = gp.photo.input_hw
         if hw is None:
             raise GpuError("candidate rows need a program of one N x C x H x W input")
-        self.levels = []  # (stride, reads' slots, value widths, positions an item, the bucket grid's columns)
+        self.levels = []  # (stride, reads' (slot, byte offset), value widths, positions an item, the grid's columns)
         width = None
         for stride, scores, values in spec.levels:
             slots, widths = [], []
             cols, positions = hw[1] // stride, (hw[0] // stride) * (hw[1] // stride)
             for name in (*scores, *values):
-                vid, slot = outputs.get(name, (None, None))
+                vid, slot, at = outputs.get(name, (None, None, 0))
                 if slot is None:
                     raise GpuError(f"candidate rows need output '{name}' on the device")
                 shape = gp.prog.values[vid].shape
                 if len(shape) != 3 or shape[1] != positions:
                     raise GpuError(f"output '{name}' of {list(shape)} is not a grid of {positions} positions")
-                slots.append(slot)
+                slots.append((slot, at))
                 widths.append(shape[2])
             if widths[0] != 1 or widths[1] != 1 or len(values) > 3:
                 raise GpuError("candidate rows take two scores of one value and at most three value heads")
@@ -140,11 +140,13 @@ class Selection:
                 tag=self.tags[level], floor=float(self.spec.floor), cap=self.spec.cap, width=self.width,
                 step=self.region // 4, w0=w[0], w1=w[1], w2=w[2])
             gp.write(self._params, slot_at, params)
-            buffers = [gp.buffers[s] for s in slots] + [gp.dev.dummy] * (len(K.READ_BINDINGS) - len(slots))
+            # a head group's outputs share a slot, each from its own (aligned) byte offset
+            buffers = [(gp.buffers[s], at) for s, at in slots]
+            buffers += [(gp.dev.dummy, 0)] * (len(K.READ_BINDINGS) - len(slots))
             entries = [{"binding": K.UNIFORM_BINDING,
                         "resource": {"buffer": self._params, "offset": slot_at, "size": K.UNIFORM_SLOT}}]
-            entries += [{"binding": b, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
-                        for b, buf in zip(K.READ_BINDINGS, buffers)]
+            entries += [{"binding": b, "resource": {"buffer": buf, "offset": at, "size": buf.size - at}}
+                        for b, (buf, at) in zip(K.READ_BINDINGS, buffers)]
             entries.append({"binding": K.OUT_BINDING, "resource": {"buffer": out, "offset": 0, "size": out.size}})
             photos = gp.arena.photos
             entries.append({"binding": K.PHOTOS_BINDING,

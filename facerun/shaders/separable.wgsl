@@ -25,6 +25,9 @@ struct Params {
     out_b: u32,  // output element strides of batch, channel and position: NCHW, or NHWC when a transpose was fused
     out_c: u32,
     out_p: u32,
+    // HEADS: per head k (up to 4), its first channel (past the last head: 0xffffffff), where its output starts in
+    // `out` (elements), its batch, channel and position strides, and its activation code
+    heads: array<vec4<u32>, 6>,
 }
 
 // POOLED: x is a 2x2 max pool's input (lower.pooled_inputs), the 1x1 reading each window's largest value, so the
@@ -32,6 +35,28 @@ struct Params {
 // x: the 1x1's input NCHW; pw: its weights by channel quad (pw[q * cin + ci] = w[4q..4q+3, ci]), then its bias by
 // quad; dwt: the depthwise weights by quad and tap (dwt[q * 9 + tap])
 #bindings x, pw: vec4<f32>, epi, res, dwt: vec4<f32>
+
+// HEADS: a head group (lower._heads): the 1x1s of several heads reading one input, stacked into one of all their
+// channels, and their depthwise 3x3s; channel c belongs to head k = the heads starting at or before it, and goes to
+// that head's output with its layout and activation. The mask comes from the position itself (the heads' layouts
+// differ, so `finish`'s reading of it from the output index would not do).
+fn head_of(c: u32) -> u32 {
+    return u32(c >= p.heads[0].y) + u32(c >= p.heads[0].z) + u32(c >= p.heads[0].w);
+}
+
+fn finish_head(v0: f32, c: u32, k: u32, b: u32, oy: u32, ox: u32) -> f32 {
+    if (p.vh != 0u) {
+        let keep = mask_limits(b);
+        if (oy >= keep.x || ox >= keep.y) {
+            return 0.0;
+        }
+    }
+    var v = v0;
+    if (p.has_bias != 0u) {
+        v += epi[c];
+    }
+    return activate(v, p.heads[5][k], p.lo, p.hi, p.alpha, 0.0);
+}
 
 var<workgroup> mid: array<vec4<f32>, ${256 * QUADS}>;  // [quad][position of the tile and its border]
 
@@ -116,6 +141,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             acc = fma(mid[m + 1u], dwt[wk + 1u], acc);
             acc = fma(mid[m + 2u], dwt[wk + 2u], acc);
         }
+#if not HEADS
         let at0 = b * p.out_b + quad * 4u * p.out_c + (oy * p.w + ox) * p.out_p;
         for (var j = 0u; j < 4u; j++) {
             if (quad * 4u + j < p.cout) {
@@ -123,5 +149,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 out[at] = finish(acc[j], quad * 4u + j, at);
             }
         }
+#end
+#if HEADS
+        let pos = oy * p.w + ox;
+        for (var j = 0u; j < 4u; j++) {
+            let c = quad * 4u + j;
+            if (c < p.cout) {
+                let k = head_of(c);
+                let at = p.heads[1][k] + b * p.heads[2][k] + (c - p.heads[0][k]) * p.heads[3][k] + pos * p.heads[4][k];
+                out[at] = finish_head(acc[j], c, k, b, oy, ox);
+            }
+        }
+#end
     }
 }

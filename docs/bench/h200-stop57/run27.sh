@@ -1,0 +1,12 @@
+# Stop 57's second call (issues 36 and 37): where the feeding thread's time goes now (native frames), and where
+# AuraFace's batch of 16 and YuNet's 640x640 batch of 16 spend their GPU time dispatch by dispatch
+# (benchmarks/gpu_families.py --each: each dispatch alone, the submission's cost taken out).
+source docs/bench/h200-issue35/setup.sh
+T=$PWD/.device/s57
+profile $T
+fam() { PYTHONPATH=/tmp/site:$T:$PWD/benchmarks FACERUN_CACHE=/tmp/cache-s57 python3 -P benchmarks/gpu_families.py "$@"; }
+fam auraface-arch --shape 16,3,112,112 --repeat 10 --rounds 3 --each > $OUT/aura-each.txt 2>&1
+head -20 $OUT/aura-each.txt
+fam yunet-2023mar --shape 16,3,640,640 --repeat 10 --rounds 3 --each > $OUT/yunet-each.txt 2>&1
+head -20 $OUT/yunet-each.txt
+python3 docs/bench/h200-stop56/each_sum.py $OUT/aura-each.txt $OUT/yunet-each.txt
