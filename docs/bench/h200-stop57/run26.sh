@@ -1,15 +1,13 @@
-# Stop 57's call (issues 36 and 37). Trees: .device/s55 = 3d355d4 (stop 55), .device/s56p = 451faad (hurried photos,
-# no pools folded: 44 dispatches), .device/s56 = 07bbb15 (pools folded: 40), .device/s57 (this stop: YuNet's heads a
-# pass a stride, 31 dispatches).
+# Stop 57's call (issues 36 and 37). Trees: .device/s55 = 3d355d4 (stop 55), .device/s56 = 07bbb15 (hurried photos,
+# pools folded: 40 dispatches), .device/s57 = 568ef4a (this stop: YuNet's heads a pass a stride, 31 dispatches).
 # 1. the library run, detect on the 4120 photos: stop 55 against this stop ABBA, and this stop's photos hurried (the
 #    default) against forced (FACERUN_PHOTO_HURRY=0);
-# 2. YuNet 44 / 40 / 31 dispatches: batch 16 and a photo at 640x640 (two rounds), batch 8 at 1024x704 and 1280x736;
+# 2. YuNet 40 / 31 dispatches: batch 16 and a photo at 640x640 (two rounds), batch 8 at 1024x704 and 1280x736;
 # 3. coarser buckets (256: fewer sizes, fuller batches, more padding), more photos held while batches fill (48,
 #    not 16); the whole job hurried and forced; batch programs. (run27.sh: the profile, dispatch by dispatch.)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 O=$PWD/.device/s55
-P=$PWD/.device/s56p
 M=$PWD/.device/s56
 N=$PWD/.device/s57
 E="--embedder MobileFaceNet"
@@ -21,7 +19,7 @@ FACERUN_PHOTO_HURRY=0 row $N d4120-forced-2 photos /tmp/p20 --paths gpu
 row $O d4120-s55-2 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_BUCKET=256 row $N d4120-bucket256 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_HELD=48 row $N d4120-held48 photos /tmp/p20 --paths gpu
-for t in $P $M $N $N $M $P; do
+for t in $M $N $N $M; do
   row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo --repeat 30 \
     --roofline
 done
