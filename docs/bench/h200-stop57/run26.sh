@@ -1,10 +1,10 @@
 # Stop 57's call (issues 36 and 37). Trees: .device/s55 = 3d355d4 (stop 55), .device/s56 = 07bbb15 (hurried photos,
 # pools folded: 40 dispatches), .device/s57 = 568ef4a (this stop: YuNet's heads a pass a stride, 31 dispatches).
 # 1. the library run, detect on the 4120 photos: stop 55 against this stop ABBA, and this stop's photos hurried (the
-#    default) against forced (FACERUN_PHOTO_HURRY=0);
+#    default) against forced (FACERUN_PHOTO_HURRY=0) once;
 # 2. YuNet 40 / 31 dispatches: batch 16 and a photo at 640x640 (two rounds), batch 8 at 1024x704 and 1280x736;
 # 3. coarser buckets (256: fewer sizes, fuller batches, more padding), more photos held while batches fill (48,
-#    not 16); the whole job hurried and forced; batch programs. (run27.sh: the profile, dispatch by dispatch.)
+#    not 16); the whole job. (run27.sh: the profile, dispatch by dispatch.)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 O=$PWD/.device/s55
@@ -15,7 +15,6 @@ row $O d4120-s55-1 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_HURRY=0 row $N d4120-forced-1 photos /tmp/p20 --paths gpu
 row $N d4120-hurried-1 photos /tmp/p20 --paths gpu
 row $N d4120-hurried-2 photos /tmp/p20 --paths gpu
-FACERUN_PHOTO_HURRY=0 row $N d4120-forced-2 photos /tmp/p20 --paths gpu
 row $O d4120-s55-2 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_BUCKET=256 row $N d4120-bucket256 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_HELD=48 row $N d4120-held48 photos /tmp/p20 --paths gpu
@@ -23,10 +22,8 @@ for t in $M $N $N $M; do
   row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo --repeat 30 \
     --roofline
 done
-for t in $M $N $N $M; do
+for t in $M $N; do
   FACERUN_PHOTO_ITEMS=on row $t b8-$(basename $t) models yunet-2023mar --sizes 1024x704,1280x736 --batch 8 \
     --paths gpu-photo-batch --repeat 30
 done
 row $N w4120-hurried photos /tmp/p20 --paths gpu $E
-FACERUN_PHOTO_HURRY=0 row $N w4120-forced photos /tmp/p20 --paths gpu $E
-FACERUN_PHOTO_ITEMS=on row $N d4120-items photos /tmp/p20 --paths gpu
