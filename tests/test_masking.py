@@ -14,7 +14,7 @@ from facerun import program as P
 from facerun.errors import InputError
 from facerun.face import yunet
 from facerun.face.images import load_image
-from facerun.gpu.fusion import separable_pairs
+from facerun.gpu.fusion import head_groups, separable_pairs
 from facerun.gpu.lower import lower
 from facerun.gpu.masking import mask_sizes, maskable
 from facerun.gpu.model import _no_consts
@@ -86,17 +86,25 @@ def test_overlapping_pools_and_unpadded_convolutions_are_not_maskable():
 def test_every_convolution_output_writer_carries_its_mask_and_winograds_products_do_not(separable):
     prog = facerun.load("yunet-2023mar").program((1, 3, 480, 640))
     low = lower(prog, Limits(), _no_consts, separable=separable)
-    # a depthwise 3x3 made in its 1x1's pass has no writer of its own: that pass writes its output, masked
+    # a depthwise 3x3 made in its 1x1's pass has no writer of its own: that pass writes its output, masked; a head
+    # group's pass writes every member's output, masked as one output of all their channels
+    groups = {id(g[0].pw): g for g in head_groups(prog)} if separable else {}
+    grouped = {id(st) for g in groups.values() for h in g for st in (h.pw, h.dw)}
     fused = {d.node for d in low.dispatches if d.kernel.stem == "separable"}
     pairs = {k: dw for k, dw in separable_pairs(prog).items()
-             if next(st.node for st in prog.steps if id(st) == k) in fused}
+             if next(st.node for st in prog.steps if id(st) == k) in fused and k not in grouped}
     folded = {id(dw) for dw in pairs.values()}
-    convs = [pairs.get(id(st), st) for st in prog.steps if isinstance(st, P.Conv) and id(st) not in folded]
+    writers = []  # (rows, columns, elements an item) of each output written through the mask
+    for st in prog.steps:
+        if isinstance(st, P.Conv) and id(st) not in folded and (id(st) in groups or id(st) not in grouped):
+            c, h, w = prog.values[pairs.get(id(st), st).out].shape[1:]
+            if id(st) in groups:
+                c = sum(m.pw.weight.shape[0] for m in groups[id(st)])
+            writers.append((h, w, c * h * w))
     masked = [d for d in low.dispatches if d.mask is not None]
-    assert len(masked) == len(convs)  # one writer each (a split's reduce, Winograd's output transform)
-    assert [d.mask[:2] for d in masked] == [prog.values[st.out].shape[2:] for st in convs]
-    assert [d.mask[2] for d in masked] == [int(np.prod(prog.values[st.out].shape[1:])) for st in convs]
-    assert sum(d.kernel.stem == "separable" for d in masked) == len(pairs) == (15 if separable else 0)
+    assert [d.mask for d in masked] == writers  # one writer each (a split's reduce, Winograd's output transform)
+    assert sum(d.kernel.stem == "separable" for d in masked) == len(pairs) + len(groups) == (6 if separable else 0)
+    assert len(groups) == (3 if separable else 0)
     assert all(d.kernel.file != "winograd.wgsl" or d.kernel.entry == "output" for d in masked)
     # the photo's region of each output: its rows and columns over the output's factor
     assert mask_sizes([(60, 80), (15, 20)], (480, 640), (448, 320)) == [(56, 40), (14, 10)]
