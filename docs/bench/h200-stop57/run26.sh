@@ -27,3 +27,12 @@ for t in $M $N; do
     --paths gpu-photo-batch --repeat 30
 done
 row $N w4120-hurried photos /tmp/p20 --paths gpu $E
+# what time is left (the call's limit is 600 s): the feeding thread's profile, then YuNet's dispatches one by one
+[ $SECONDS -lt 380 ] && profile $N
+if [ $SECONDS -lt 470 ]; then
+  PYTHONPATH=/tmp/site:$N:$PWD/benchmarks FACERUN_CACHE=/tmp/cache-s57 python3 -P benchmarks/gpu_families.py \
+    yunet-2023mar --shape 16,3,640,640 --repeat 10 --rounds 3 --each > $OUT/yunet-each.txt 2>&1
+  head -20 $OUT/yunet-each.txt
+  python3 docs/bench/h200-stop56/each_sum.py $OUT/yunet-each.txt
+fi
+echo "elapsed $SECONDS s"
