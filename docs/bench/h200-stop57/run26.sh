@@ -3,7 +3,7 @@
 # 1. the library run, detect on the 4120 photos: stop 55 against this stop ABBA, and this stop's photos hurried (the
 #    default) against forced (FACERUN_PHOTO_HURRY=0) once;
 # 2. YuNet 40 / 31 dispatches: batch 16 and a photo at 640x640 (two rounds), batch 8 at 1024x704 and 1280x736;
-# 3. coarser buckets (256: fewer sizes, fuller batches, more padding), more photos held while batches fill (48,
+# 3. coarser buckets (256: fewer sizes, fuller batches, more padding), more photos held while batches fill (64,
 #    not 16); the whole job. (run27.sh: the profile, dispatch by dispatch.)
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
@@ -17,7 +17,7 @@ row $N d4120-hurried-1 photos /tmp/p20 --paths gpu
 row $N d4120-hurried-2 photos /tmp/p20 --paths gpu
 row $O d4120-s55-2 photos /tmp/p20 --paths gpu
 FACERUN_PHOTO_BUCKET=256 row $N d4120-bucket256 photos /tmp/p20 --paths gpu
-FACERUN_PHOTO_HELD=48 row $N d4120-held48 photos /tmp/p20 --paths gpu
+FACERUN_PHOTO_HELD=64 row $N d4120-held64 photos /tmp/p20 --paths gpu
 for t in $M $N $N $M; do
   row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo --repeat 30 \
     --roofline
