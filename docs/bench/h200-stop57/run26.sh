@@ -12,24 +12,29 @@ M=$PWD/.device/s56
 N=$PWD/.device/s57
 E="--embedder MobileFaceNet"
 row $O d4120-s55-1 photos /tmp/p20 --paths gpu
-FACERUN_PHOTO_HURRY=0 row $N d4120-forced-1 photos /tmp/p20 --paths gpu
 row $N d4120-hurried-1 photos /tmp/p20 --paths gpu
-row $N d4120-hurried-2 photos /tmp/p20 --paths gpu
-row $O d4120-s55-2 photos /tmp/p20 --paths gpu
-FACERUN_PHOTO_BUCKET=256 row $N d4120-bucket256 photos /tmp/p20 --paths gpu
-FACERUN_PHOTO_HELD=64 row $N d4120-held64 photos /tmp/p20 --paths gpu
-for t in $M $N $N $M; do
+FACERUN_PHOTO_HURRY=0 row $N d4120-forced-1 photos /tmp/p20 --paths gpu
+for t in $M $N; do
   row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo --repeat 30 \
     --roofline
-done
-for t in $M $N; do
   FACERUN_PHOTO_ITEMS=on row $t b8-$(basename $t) models yunet-2023mar --sizes 1024x704,1280x736 --batch 8 \
     --paths gpu-photo-batch --repeat 30
 done
-row $N w4120-hurried photos /tmp/p20 --paths gpu $E
-# what time is left (the call's limit is 600 s): the feeding thread's profile, then YuNet's dispatches one by one
-[ $SECONDS -lt 380 ] && profile $N
-if [ $SECONDS -lt 470 ]; then
+# the rest as the call's time allows (its limit is 600 s, less where less device time is left)
+left() { [ $SECONDS -lt $1 ]; }
+left 300 && row $N d4120-hurried-2 photos /tmp/p20 --paths gpu
+left 300 && row $O d4120-s55-2 photos /tmp/p20 --paths gpu
+left 330 && FACERUN_PHOTO_BUCKET=256 row $N d4120-bucket256 photos /tmp/p20 --paths gpu
+left 360 && FACERUN_PHOTO_HELD=64 row $N d4120-held64 photos /tmp/p20 --paths gpu
+left 390 && row $N w4120-hurried photos /tmp/p20 --paths gpu $E
+if left 400; then
+  for t in $N $M; do
+    row $t b16-$(basename $t)-2 models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo \
+      --repeat 30 --roofline
+  done
+fi
+left 420 && profile $N
+if left 480; then
   PYTHONPATH=/tmp/site:$N:$PWD/benchmarks FACERUN_CACHE=/tmp/cache-s57 python3 -P benchmarks/gpu_families.py \
     yunet-2023mar --shape 16,3,640,640 --repeat 10 --rounds 3 --each > $OUT/yunet-each.txt 2>&1
   head -20 $OUT/yunet-each.txt
