@@ -12,10 +12,12 @@ N=$PWD/.device/s57
 E="--embedder MobileFaceNet"
 row $O d4120-s55-1 photos /tmp/p20 --paths gpu
 row $N d4120-hurried-1 photos /tmp/p20 --paths gpu
-FACERUN_PHOTO_HURRY=0 row $N d4120-forced-1 photos /tmp/p20 --paths gpu
 for t in $M $N; do
   row $t b16-$(basename $t) models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo --repeat 30 \
     --roofline
+done
+FACERUN_PHOTO_HURRY=0 row $N d4120-forced-1 photos /tmp/p20 --paths gpu
+for t in $M $N; do
   FACERUN_PHOTO_ITEMS=on row $t b8-$(basename $t) models yunet-2023mar --sizes 1024x704,1280x736 --batch 8 \
     --paths gpu-photo-batch --repeat 30
 done
