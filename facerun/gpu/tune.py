@@ -38,7 +38,7 @@ def gpu_seconds(gp: GpuProgram, repeat: int) -> float:
 def family_of(d) -> str:
     """The kernel family a dispatch belongs to (what `bench models --by-kernel` and benchmarks/gpu_families.py group
     by): a convolution's by its plan (Winograd's transforms and products together, a split's reduce with its tiled
-    pass), the rest by kernel source (unary and binary: "elementwise")."""
+    pass, a head group's separable pass: "heads"), the rest by kernel source (unary and binary: "elementwise")."""
     plan = d.plan
     if isinstance(plan, WinogradPlan):
         return f"winograd F({plan.m}x{plan.m})"
@@ -49,6 +49,8 @@ def family_of(d) -> str:
     if isinstance(plan, GemmPlan):
         return plan.kernel if plan.kernel == "gemv" else "tiled 1x1"
     stem = d.kernel.stem
+    if stem == "separable" and dict(d.kernel.subst).get("HEADS"):
+        return "heads"
     return "elementwise" if stem in ("unary", "binary") else stem
 
 
