@@ -2,8 +2,8 @@
 # pools folded: 40 dispatches), .device/s57 = 568ef4a (this stop: YuNet's heads a pass a stride, 31 dispatches).
 # First: the library run, detect on the 4120 photos, stop 55 and this stop, its photos hurried (the default) and
 # forced (FACERUN_PHOTO_HURRY=0); YuNet at 40 and 31 dispatches, batch 16 and a photo at 640x640, batch 8 at 1024x704
-# and 1280x736. Then, as time allows: second rounds, coarser buckets (256), more photos held while batches fill (64,
-# not 16), the whole job, the feeding thread's profile, YuNet's dispatches one by one.
+# and 1280x736. Then, as time allows: decoding in processes, second rounds, coarser buckets (256), more photos held
+# while batches fill (64, not 16), the whole job, the feeding thread's profile, YuNet's dispatches one by one.
 source docs/bench/h200-issue35/setup.sh
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 O=$PWD/.device/s55
