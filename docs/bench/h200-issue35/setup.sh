@@ -1,5 +1,7 @@
 # the calls' shared part: the Vulkan loader and wheels, the 4120-photo folder (hard links), and row TREE LABEL ARGS...
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+# the trees carried packed (.device/trees.tar.gz: s55, s56, ...), to keep the carry under 64 MiB
+[ -f .device/trees.tar.gz ] && tar -xzf .device/trees.tar.gz -C .device
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -d /tmp/site/wgpu ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export FACERUN_MODELS=$PWD/facerun/zoo/data PYTHONUNBUFFERED=1 COLUMNS=200
