@@ -571,12 +571,14 @@ class _Lowering:
             storage = prog.storage(h.out)
             self.slot_of[storage] = slot
             self.at_of[storage] = at
-        unused = [0] * (HEADS_MAX - len(group))
-        first = [sum(widths[:k]) for k in range(len(group))] + [0xFFFFFFFF] * len(unused)
+        def row(per_head, past=0):  # one vec4 of the Params' head table: a value a head, `past` for the slots left
+            per_head = list(per_head)
+            return per_head + [past] * (HEADS_MAX - len(per_head))
+
         strides = [_out_strides(c, ohw, h.nhwc) for h, c in zip(group, widths)]
-        table = (first + [at // 4 for at in ats] + unused + [t["out_b"] for t in strides] + unused
-                 + [t["out_c"] for t in strides] + unused + [t["out_p"] for t in strides] + unused
-                 + [K.ACT_CODES[None if h.act is None else h.act.kind] for h in group] + unused)
+        table = (row((sum(widths[:k]) for k in range(len(group))), past=0xFFFFFFFF) + row(at // 4 for at in ats)
+                 + row(t["out_b"] for t in strides) + row(t["out_c"] for t in strides)
+                 + row(t["out_p"] for t in strides) + row(K.ACT_CODES[h.act and h.act.kind] for h in group))
         act = next((h.act for h in group if h.act is not None), None)
         pws, dws = [h.pw for h in group], [h.dw for h in group]
         has_bias = any(d.bias is not None for d in dws)
