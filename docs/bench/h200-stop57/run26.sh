@@ -1,6 +1,6 @@
 # Stop 57's call (issues 36 and 37). Trees, carried packed in .device/trees.tar.gz (setup.sh unpacks them):
 # .device/s55 = 3d355d4 (stop 55), .device/s56 = 07bbb15 (hurried photos, pools folded: 40 dispatches),
-# .device/s57 = 000663c (this stop: YuNet's heads a pass a stride, 31 dispatches).
+# .device/s57 = c5d0e4b (this stop: YuNet's heads a pass a stride, 31 dispatches).
 # First: the library run, detect on the 4120 photos, stop 55 and this stop, its photos hurried (the default) and
 # forced (FACERUN_PHOTO_HURRY=0); YuNet at 40 and 31 dispatches, batch 16 and a photo at 640x640, batch 8 at 1024x704
 # and 1280x736. Then, as time allows: decoding in processes, second rounds, coarser buckets (256), more photos held
