@@ -75,6 +75,15 @@ class Builder:
         return prog
 
 
+def photo_in_corner(photo_hw: tuple[int, int], input_hw: tuple[int, int], seed: int = 2):
+    """A seeded 1 x 3 photo of `photo_hw` and a program input of `input_hw` holding it at its top left, zero past it
+    (what a masked run of a smaller photo in a larger program reads)."""
+    photo = np.random.default_rng(seed).normal(size=(1, 3, *photo_hw)).astype(np.float32)
+    padded = np.zeros((1, 3, *input_hw), np.float32)
+    padded[:, :, : photo_hw[0], : photo_hw[1]] = photo
+    return photo, padded
+
+
 def close(got: np.ndarray, want: np.ndarray, rel: float = 1e-4) -> tuple[bool, float]:
     """Whether got matches want within rel * max(1, max |want|); and the worst difference."""
     assert got.shape == want.shape, (got.shape, want.shape)

@@ -15,7 +15,7 @@ from facerun.gpu.lower import HEAD_ALIGN, lower
 from facerun.gpu.model import GpuModel, _no_consts
 from facerun.gpu.plan import Limits
 
-from gpu_fixtures import Builder, close
+from gpu_fixtures import Builder, close, photo_in_corner
 
 SIGMOID, RELU = P.Activation("sigmoid"), P.Activation("relu")
 CONV = dict(stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0), groups=1)
@@ -128,10 +128,7 @@ def test_a_masked_head_group_gives_the_photos_own_heads(gpu):
     heads = ((2, "sigmoid", False), (4, None, True), (10, None, True))
     big, small = _heads((1, 8, 64, 64), heads, stem=True), _heads((1, 8, 32, 32), heads, stem=True)
     assert masking.maskable(big, 32) is None and head_groups(big)
-    rng = np.random.default_rng(2)
-    photo = rng.normal(size=(1, 3, 32, 32)).astype(np.float32)
-    padded = np.zeros((1, 3, 64, 64), np.float32)
-    padded[:, :, :32, :32] = photo
+    photo, padded = photo_in_corner((32, 32), (64, 64))
     gp = GpuModel(dev=gpu).compile(big)
     assert any("HEADS" in k for k in gp.kernel_keys)
     masked = gp.run({"input": padded}, photo=(32, 32))

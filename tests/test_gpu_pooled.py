@@ -15,7 +15,7 @@ from facerun.gpu.lower import lower
 from facerun.gpu.model import GpuModel, _no_consts
 from facerun.gpu.plan import Limits
 
-from gpu_fixtures import Builder, close
+from gpu_fixtures import Builder, close, photo_in_corner
 
 RELU = P.Activation("relu")
 CONV = dict(stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0), groups=1)
@@ -115,10 +115,7 @@ def test_a_masked_folded_pool_gives_the_photos_own_result(gpu):
 
     big, small = block(64), block(32)
     assert masking.maskable(big, 32) is None and pooled_inputs(big)
-    rng = np.random.default_rng(2)
-    photo = rng.normal(size=(1, 3, 32, 32)).astype(np.float32)
-    padded = np.zeros((1, 3, 64, 64), np.float32)
-    padded[:, :, :32, :32] = photo
+    photo, padded = photo_in_corner((32, 32), (64, 64))
     gp = GpuModel(dev=gpu).compile(big)
     assert any("POOLED" in k for k in gp.kernel_keys)
     name = big.outputs[0][0]

@@ -15,7 +15,7 @@ from facerun.gpu.lower import lower
 from facerun.gpu.model import GpuModel, _no_consts
 from facerun.gpu.plan import ConvShape, Limits, plan_separable
 
-from gpu_fixtures import Builder, close
+from gpu_fixtures import Builder, close, photo_in_corner
 
 RELU = P.Activation("relu")
 
@@ -143,10 +143,7 @@ def test_a_masked_fused_pass_zeroes_the_1x1_past_the_photo(gpu):
 
     big, small = _block(64), _block(32)
     assert masking.maskable(big, 32) is None and separable_pairs(big)
-    rng = np.random.default_rng(2)
-    photo = rng.normal(size=(1, 3, 32, 32)).astype(np.float32)
-    padded = np.zeros((1, 3, 64, 64), np.float32)
-    padded[:, :, :32, :32] = photo
+    photo, padded = photo_in_corner((32, 32), (64, 64))
     gp = GpuModel(dev=gpu).compile(big)
     assert any(k.startswith("separable.wgsl") for k in gp.kernel_keys)
     name = big.outputs[0][0]

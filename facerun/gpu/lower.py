@@ -150,7 +150,6 @@ class _Lowering:
         # the depthwise is folded like an activation (no dispatch, its output in the 1x1's slot)
         self.separable: dict[int, tuple[P.Conv, SeparablePlan]] = {}
         if separable and not force:
-            convs = {id(st): st for st in prog.steps if type(st) is P.Conv}
             for pw_id, dw in separable_pairs(prog).items():
                 plan = plan_separable(conv_shape(prog, convs[pw_id]), conv_shape(prog, dw), limits)
                 if plan is not None:
