@@ -165,6 +165,7 @@ REPLAY_MODES = ("auto", "held", "native", "api")  # gpu/replay.py: how a run's c
 PARENT_RUNS = ("until-ready", "always", "off")  # face/processes.py: when the launching process runs photos too
 PROCESS_STARTS = ("forkserver", "spawn")  # face/processes.py: how the processes start on the GPU
 DECODER_PRIORITIES = ("nice", "idle", "same")  # face/decoders.py: the decoding threads of a library run on the CPU
+DECODER_KINDS = ("threads", "processes", "auto")  # face/decoders.py: where a library run decodes its photos
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -203,6 +204,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FACERUN_DECODER_PRIORITY", "`nice`, `idle` or `same`", "nice", "the decoding threads of a library "
             "run on the CPU: `nice` (10 nicer than the network), `idle` (Linux's SCHED_IDLE: they run only on a core "
             "nothing else wants) or `same` (the network's priority)", _one_of(DECODER_PRIORITIES), "nice"),
+    Setting("FACERUN_DECODERS", "`threads` `processes` `auto`", "threads", "where a library run that needs its "
+            "photos only as the detector's input (`detect` without `--draw`) decodes them: on threads of its own "
+            "process, in decoder processes writing into shared memory, or `auto`: processes for a run on the GPU "
+            "on a machine of at least 8 cores, else threads", _one_of(DECODER_KINDS), "threads"),
     Setting("FACERUN_JPEG", "`pillow`", "", "`pillow`: decode JPEGs with Pillow even where simplejpeg (the `jpeg` "
             "extra) is installed", _word, "simplejpeg when installed"),
     Setting("FACERUN_PHOTO_BUCKET", "multiple of 32", 128, "on the GPU, photos run masked in the program of their "

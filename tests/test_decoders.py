@@ -12,7 +12,7 @@ from shared_paths import DATA, HAVE_PHOTOS, need_photos
 
 from facerun.errors import FacerunError, ImageError
 from facerun.face import library
-from facerun.face.decoders import SLOT_BYTES, DecoderProcesses, fit_of, fit_of_family
+from facerun.face.decoders import AUTO_CORES, SLOT_BYTES, DecoderProcesses, choose, fit_of, fit_of_family
 from facerun.face.detect import DEFAULT_MAX_SIDE, Detector
 from facerun.face.engines import run
 from facerun.face.families import family_of
@@ -72,16 +72,20 @@ def test_a_photo_too_large_for_a_slot_comes_back_whole():
         assert np.array_equal(got, want)
 
 
-def test_the_processes_find_the_threads_faces_and_errors(detector, truncated):
+def test_the_processes_find_the_threads_faces_and_errors(detector, truncated, monkeypatch):
     photos = PHOTOS[:12] + [truncated, truncated.parent / "missing.jpg"] + PHOTOS[12:16]
-    results = {}
-    for decoders in ("threads", "processes"):
+    results, used = {}, {}
+    # the third run names no decoders: FACERUN_DECODERS says processes
+    for decoders in ("threads", "processes", None):
+        monkeypatch.setenv("FACERUN_DECODERS", "processes" if decoders is None else "threads")
         stats = LibraryStats()
         out = list(run(photos, detector, None, LibraryOptions(workers=1, decoders=decoders, decoder_processes=2),
                        stats=stats))
         assert [r.path for r in out] == photos
         results[decoders] = [(r.error, r.width, r.height, [(f.score, tuple(f.box)) for f in r.faces]) for r in out]
-    assert results["processes"] == results["threads"]
+        used[decoders] = stats.decoder_processes
+    assert used == {"threads": 0, "processes": 2, None: 2}
+    assert results["processes"] == results["threads"] == results[None]
     errors = [e for e, *_ in results["processes"] if e]
     assert len(errors) == 2 and "truncated.jpg" in errors[0] and "no such file" in errors[1]
     assert sum(len(f) for *_, f in results["processes"]) > 0
@@ -139,7 +143,30 @@ def test_decoders_are_checked():
         LibraryOptions(decoders="fibers")
     with pytest.raises(Exception, match="1 or more"):
         LibraryOptions(decoders="processes", decoder_processes=0)
-    assert os.cpu_count() and library.LibraryOptions().decoders == "threads"
+    assert os.cpu_count() and library.LibraryOptions().decoders is None  # FACERUN_DECODERS decides
+
+
+@pytest.mark.parametrize("kind, drafted, device, cores, want", [
+    ("threads", True, "gpu", 64, "threads"),
+    ("processes", True, "cpu", 2, "processes"),
+    ("processes", False, "gpu", 64, "threads"),  # photos kept whole (alignment, drawing) decode on threads
+    ("auto", True, "gpu", AUTO_CORES, "processes"),
+    ("auto", True, "gpu", AUTO_CORES - 1, "threads"),
+    ("auto", True, "cpu", 64, "threads"),  # the interpreter needs the cores
+    ("auto", False, "gpu", 64, "threads"),
+])
+def test_where_a_run_decodes(kind, drafted, device, cores, want):
+    assert choose(kind, drafted, device, cores) == want
+
+
+def test_a_bad_decoders_setting_is_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from facerun.cli import main
+
+    result = CliRunner().invoke(main, ["detect", str(PHOTOS[0])], env={"FACERUN_DECODERS": "fibers"})
+    assert result.exit_code != 0 and "FACERUN_DECODERS must be one of threads, processes, auto" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_too_little_shared_memory_is_said_before_any_process_starts(monkeypatch):

@@ -222,7 +222,7 @@ class PhotoPath:
     floor: bool = False  # decoding alone: no faces to compare; every row's vs_decode is against the faster one
 
 
-def _library(device: str, serial: bool = False, decoders: str = "threads"):
+def _library(device: str, serial: bool = False, decoders: str | None = None):
     name = device + ("-serial" if serial else "") + ("-decoder-processes" if decoders == "processes" else "")
     return lambda job, embed: photo_rows.facerun_row(job, name, device, embed, serial, decoders)
 

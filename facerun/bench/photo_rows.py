@@ -86,10 +86,10 @@ class PhotoRow:
 
 
 def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial: bool = False,
-                decoders: str = "threads") -> PhotoRow:
+                decoders: str | None = None) -> PhotoRow:
     """facerun's library run on `device` ("cpu" or "gpu"): pipelined over job.workers decoding threads (or
-    decoder processes: `decoders`), or `serial`, one photo after another (the loop facerun ran before the
-    pipeline)."""
+    decoder processes: `decoders`, None: as FACERUN_DECODERS says), or `serial`, one photo after another (the loop
+    facerun ran before the pipeline)."""
     from ..face.detect import Detector
     from ..face.embed import Embedder
     from ..face.engines import run
@@ -106,10 +106,6 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
     row.workers = 0 if serial else job.workers if job.workers is not None else default_workers(detector.device)
     options = LibraryOptions(batch=batch, workers=row.workers, engine="serial" if serial else "threads",
                              decoders=decoders)
-    if not serial:
-        from ..face.decoders import default_processes
-
-        row.decoders = f"{default_processes()} processes" if decoders == "processes" else "threads"
     before = counters.snapshot()
     stats = LibraryStats()  # the clock starts here: models loaded, the device created
     with _garbage_collection() as collected:
@@ -118,6 +114,8 @@ def facerun_row(job: PhotoJob, name: str, device: str, embed_model=None, serial:
     paid = counters.since(before)
     paid["garbage_collection_s"] = collected[0]
     wall = _fill(row, stats, paid)
+    if not serial:
+        row.decoders = f"{stats.decoder_processes} processes" if stats.decoder_processes else "threads"
     row.bottleneck = bottleneck(stats.seconds, wall, max(1, row.workers), serial, stats.post_threads,
                                 stats.embed_thread)
     if device == "gpu" and detector.device == "cpu":

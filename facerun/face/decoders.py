@@ -34,7 +34,7 @@ import numpy as np
 from .. import settings
 from ..errors import FacerunError, ImageError, InputError
 
-DECODERS = ("threads", "processes")
+DECODERS = settings.DECODER_KINDS  # FACERUN_DECODERS: "threads", "processes", "auto"
 SLOT_SIDE = 1280  # detect.DEFAULT_MAX_SIDE: what a YuNet detector is fed at most
 SLOT_BYTES = SLOT_SIDE * SLOT_SIDE * 4
 START_S = 60.0  # a process not ready by then (imports on a loaded machine take seconds) fails the run
@@ -61,6 +61,24 @@ def nicer_thread(priority: str = "nice") -> None:
             os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
         elif priority == "nice":
             os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DECODER_NICE))
+
+
+# `auto` decodes in processes from this many cores, on the GPU: there the feeding thread shares its process's GIL
+# with every decoding thread's Python (docs/benchmarks.md); a small machine decodes as fast on threads, without
+# the processes' start-up, and a run on the CPU needs its cores for the interpreter.
+AUTO_CORES = 8
+
+
+def choose(kind: str, drafted: bool, device: str | None, cores: int | None = None) -> str:
+    """Where a library run decodes, "threads" or "processes", for FACERUN_DECODERS' `kind` ("threads",
+    "processes", "auto"): processes only for a drafted run (photos decoded only as the detector's input), and under
+    `auto` only for a run on the GPU with at least AUTO_CORES cores (`cores`: os.cpu_count() when None)."""
+    if not drafted or kind == "threads":
+        return "threads"
+    if kind == "processes":
+        return "processes"
+    cores = os.cpu_count() if cores is None else cores
+    return "processes" if device == "gpu" and (cores or 1) >= AUTO_CORES else "threads"
 
 
 def default_processes() -> int:
@@ -335,5 +353,5 @@ def _child(name: str, fit, passed: dict, tasks, results) -> None:
         del pixels
 
 
-__all__ = ["DECODER_NICE", "DECODERS", "DecoderProcesses", "default_processes", "fit_of", "fit_of_family",
-           "nicer_thread", "no_fit"]
+__all__ = ["AUTO_CORES", "DECODER_NICE", "DECODERS", "DecoderProcesses", "choose", "default_processes", "fit_of",
+           "fit_of_family", "nicer_thread", "no_fit"]

@@ -67,9 +67,9 @@ class LibraryOptions:
     processes: the processes engine's count; detector_args: the facerun.face.detect.Detector keyword arguments each
     process makes its own from (else the detector given to `run` must be those arguments).
     ray: the Ray engine's facerun.face.ray_engine.RaySettings (its actors load the models it names).
-    decoders: where the threads engine decodes, "threads" (the `workers` threads) or "processes" (decoder_processes
+    decoders: where the threads engine decodes, "threads" (the `workers` threads), "processes" (decoder_processes
     processes, default the cores, writing into shared memory: face/decoders.py; for drafted runs, the others decode
-    on the threads). Threads are the default: on 2 cores they decode as fast, without the processes' start-up."""
+    on the threads) or "auto" (decoders.choose); None: FACERUN_DECODERS (threads unless set)."""
 
     batch: int = 16
     all_faces: bool = True
@@ -80,11 +80,11 @@ class LibraryOptions:
     processes: int = 1
     detector_args: dict | None = field(default=None, compare=False)
     ray: object = field(default=None, compare=False)
-    decoders: str = "threads"
+    decoders: str | None = None
     decoder_processes: int | None = None
 
     def __post_init__(self):
-        if self.decoders not in _decoders.DECODERS:
+        if self.decoders is not None and self.decoders not in _decoders.DECODERS:
             raise InputError(f"unknown decoders '{self.decoders}' ({' or '.join(_decoders.DECODERS)})")
         if self.decoder_processes is not None and self.decoder_processes < 1:
             raise InputError(f"decoder processes must be 1 or more, not {self.decoder_processes}")
@@ -110,6 +110,7 @@ class LibraryStats:
         self.first_photo_s: float | None = None
         self.wall_s = 0.0
         self.post_threads = 1
+        self.decoder_processes = 0  # the pipelined run's decoder processes (decoders.py), 0: it decoded on threads
         self.embed_thread = False  # the faces were embedded on a thread of their own (_EmbedThread)
         self.counted: dict[str, float] = {}  # facerun.counters of other processes (face.processes), summed
         self.devices: set[str] = set()  # the results' `device`, where another process or actor ran the network
@@ -595,7 +596,8 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
     draft = _drafted(embedder, options)
     source = iter(paths)
     processes = None
-    if options.decoders == "processes" and draft:
+    kind = options.decoders if options.decoders is not None else settings.get("FACERUN_DECODERS")
+    if _decoders.choose(kind, draft, detector.device) == "processes":
         from .decoders import DecoderProcesses, default_processes, fit_of
 
         count = options.decoder_processes or default_processes()
@@ -603,6 +605,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
         # slots: the decoding window, and the photos the detect stage holds (a bucket's batch gathering, one in
         # flight: a batch each, at most twice that waiting)
         processes = DecoderProcesses(count, fit_of(detector), slots=2 * workers + 4 + 4 * photo_batch())
+        stats.decoder_processes = count
     through = {"processes": processes} if processes is not None else {}
     ahead = 2 * workers + 2  # decoded photos waiting for the network, at most
     decoding: deque[_Entry] = deque()  # photos being decoded, not fed to the network yet, in the order asked
