@@ -13,6 +13,8 @@ Names in use:
     trusted_modules         of those, compiled without runtime bounds checks
     gpu_checks              a model's agreement check: the whole network at batch 1 (one per model and device,
                             gpu/checked.py); its parts are timed as gpu_checks_cpu, _gpu and _layers
+    gpu_checks_kept         a model's check taken from an earlier process's that passed (gpu/verdicts.py), instead
+                            of running it; gpu_checks_written: such findings written to facerun's cache
     gpu_variant_checks      a later program's check of kernel variants it needs that were not checked yet
     gpu_layer_checks        single-layer agreement runs (in the model's check, for the variants of the programs
                             it expects, and in variant checks)

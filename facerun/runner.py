@@ -263,3 +263,8 @@ class Programs(Protocol):
 
     @property
     def batch_free(self) -> bool: ...
+
+    @property
+    def sha256(self) -> str:
+        """The model file's sha256 (what the GPU's kept check findings are filed under: gpu/verdicts.py)."""
+        ...

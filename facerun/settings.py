@@ -268,6 +268,9 @@ SETTINGS: tuple[Setting, ...] = (
             "wgpu-native directly through ctypes, holding the interpreter lock; `native` through wgpu-py's cffi, "
             "letting go of the lock at every call; `api` goes through wgpu-py's API (the same commands); `auto`: "
             "held where this wgpu-py's C signatures are the expected ones", _one_of(REPLAY_MODES)),
+    Setting("FACERUN_GPU_CHECK_CACHE", "`off`", True, "`off`: every process checks each model on the GPU against "
+            "the CPU anew, instead of trusting a check an earlier process passed on the same adapter, driver, facerun "
+            "code, settings and model file (kept in the cache folder's `gpu-checks/`)", _gpu_on, "on"),
     Setting("FACERUN_GPU_SEPARABLE", "`off`", True, "`off`: run a 1x1 convolution and the depthwise 3x3 reading "
             "it as two GPU dispatches instead of one (for A/B timings)", _gpu_on, "on"),
     Setting("FACERUN_GPU_INJECT_FAILURE", "`submit` `readback`", "",
@@ -346,6 +349,12 @@ def adopt(values: Mapping[str, str]) -> None:
 def outside(names) -> dict[str, str]:
     """Other programs' variables that are set, among `names` (a benchmark records what changes its speed)."""
     return {k: os.environ[k] for k in names if k in os.environ}
+
+
+def facerun_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every FACERUN_* variable set and not empty, by name (what a kept GPU check is filed under: gpu/verdicts.py)."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items()) if k.startswith("FACERUN_") and v}
 
 
 def cache_root(platform: str | None = None, env: Mapping[str, str] | None = None) -> Path:

@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_configure(config):
     # the tests run the bounds-checked build of every kernel (test_gpu_trusted compares the trusted one with it)
     os.environ.setdefault("FACERUN_GPU_CHECKED", "1")
+    # every test's models check the GPU anew (tests/test_gpu_verdicts.py turns the kept checks on): a test that
+    # makes the GPU or the CPU answer wrong must meet the check, whatever an earlier test kept
+    os.environ.setdefault("FACERUN_GPU_CHECK_CACHE", "off")
 
 
 # facerun itself reads FACERUN_MODELS; point it at the shared models for every test

@@ -46,6 +46,7 @@ class PhotoRow:
     after_first_per_s: float | None = None
     gpu_checks: int = 0  # CPU agreement runs: whole-network checks plus single-layer checks of new kernel variants
     gpu_whole_checks: int = 0
+    gpu_checks_kept: int = 0  # models whose check an earlier process passed and kept (gpu/verdicts.py)
     programs_compiled: int = 0  # step programs (one per input size and model)
     gpu_programs_compiled: int = 0
     pipelines_created: int = 0
@@ -145,6 +146,7 @@ def _fill(row: PhotoRow, stats, paid: dict) -> float:
         row.after_first_per_s = (stats.photos - 1) / (wall - stats.first_photo_s)
     row.gpu_whole_checks = paid.get("gpu_checks", 0)
     row.gpu_checks = row.gpu_whole_checks + paid.get("gpu_variant_checks", 0)
+    row.gpu_checks_kept = paid.get("gpu_checks_kept", 0)
     row.programs_compiled = paid.get("programs_compiled", 0)
     row.gpu_programs_compiled = paid.get("gpu_programs_compiled", 0)
     row.pipelines_created = paid.get("pipelines_created", 0)

@@ -83,6 +83,12 @@ def _num(v, digits: int = 1) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+def _checks(r: dict) -> str:
+    """The row's GPU checks run, and those an earlier process kept (taken instead of run)."""
+    kept = r.get("gpu_checks_kept") or 0
+    return f"{r['gpu_checks']} ({kept} kept)" if kept else str(r["gpu_checks"])
+
+
 def _rate(r: dict) -> str:
     """photos/s, with its spread over the runs where there were several: `102.7 (98.1–105.0 min–max)`."""
     if r.get("runs", 1) > 1 and r.get("photos_per_s_low") is not None:
@@ -127,7 +133,7 @@ def print_photos(result: dict) -> None:
             same = "decode only"
         table.add_row(r["path"], _rate(r), _num(r.get("vs_decode"), 2), _num(r["faces_per_s"]),
                       _num(r["first_photo_ms"], 0),
-                      str(r["faces"]), str(r["distinct_sizes"]), str(r["gpu_checks"]), str(r["programs_compiled"]),
+                      str(r["faces"]), str(r["distinct_sizes"]), _checks(r), str(r["programs_compiled"]),
                       *(_num(s.get(k), 2) for k in ("decode", "compile", "detect", "post", "align", "embed", "total")),
                       same)
         notes.append(f"{r['path']} ({r['device']}): {r['bottleneck']}")

@@ -33,6 +33,7 @@ from .batch import batch_of, items_of
 from .faces import disagreement as faces_disagreement
 from .model import DoesNotFit, GpuModel, one_conv_program
 from .photo import PhotoChecks
+from .verdicts import Found, Verdicts
 
 log = logging.getLogger("facerun.gpu")
 
@@ -75,7 +76,7 @@ class CheckedGpu:
     """
 
     def __init__(self, model: GpuModel, cpu_run=None, strict: bool = False, programs: Programs | None = None,
-                 workload: Workload = NO_WORKLOAD):
+                 workload: Workload = NO_WORKLOAD, verdicts: Verdicts | None = None):
 
         self.model = model
         # the bar the GPU's outputs must meet against the CPU's: its own for half floats
@@ -93,6 +94,7 @@ class CheckedGpu:
         self.faces_checked = False  # faces laid out on the device agreed with the host's input (submit_faces)
         self.faces_reason: str | None = None  # why the host lays faces out instead
         self._ahead: list[P.Program] = []  # expected programs whose variants the check left for the second run
+        self.verdicts = verdicts or Verdicts(None)  # what an earlier process's check found (verdicts.py)
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
 
@@ -184,6 +186,35 @@ class CheckedGpu:
     def step_outputs(self, prog: P.Program, feeds) -> list[np.ndarray]:
         """Every step's output computed on the GPU in one run (for parity --steps); GpuError on failure."""
         return self.model.step_outputs(prog, feeds)
+
+    def first_check(self, prog: P.Program) -> None:
+        """Before the model's first run: trust what an earlier process's check found (verdicts.py), checking only
+        what `prog` needs beyond it, or run the model's check; either way what passed is kept for later ones."""
+        found = self.verdicts.load()
+        if found is None or not self._trust(prog, found):
+            self.check(prog)
+        self._keep()
+
+    def _trust(self, prog: P.Program, found: Found) -> bool:
+        """Take `found` as this process's check (False: it does not cover what this checker must check)."""
+        if self.photos.masked and found.masks_agree is None:
+            return False
+        small = self.small_program(prog)
+        counters.bump("gpu_checks_kept")
+        self.verified |= found.verified
+        if self.photos.masked:
+            self.photos.trust_masks(found.masks_agree)
+        self.whole_checked = True
+        self.checked_program = small if small is not None else prog
+        with counters.timed("gpu_checks_layers"):
+            self._check_variants_of(prog, [])
+        self._ahead = self.expected_programs(prog)
+        return True
+
+    def _keep(self) -> None:
+        """Keep what this process's checks found, while they all passed."""
+        if self.reason is None and self.whole_checked:
+            self.verdicts.keep(Found(frozenset(self.verified), self.photos.masks_agree))
 
     def check(self, prog: P.Program) -> None:
         """The model's agreement check: the whole network on the seeded input at a small size (or at `prog`'s own
@@ -460,12 +491,14 @@ class CheckedGpu:
         try:
             with self._check_lock:
                 if not self.whole_checked:
-                    self.check(prog)
+                    self.first_check(prog)
                 else:
                     if self._ahead:
                         self._check_ahead()
+                        self._keep()
                     if self.model.compile(prog).kernel_keys - self.verified:
                         self.check_variants(prog)
+                        self._keep()
             return work()
         except DoesNotFit as e:
             # this program alone is beyond the device (a binding, a grid): it runs on the CPU, others stay
@@ -489,4 +522,12 @@ def gpu_runner(workload: Workload = NO_WORKLOAD, required: bool = False, budget_
     with the CPU raises too, instead of dropping the GPU. precision: "f32", or "f16" (program.PRECISIONS: half-float
     storage, checked at agree.GPU_F16_CHECK)."""
     model = GpuModel(budget_mb=budget_mb, precision=precision)
-    return lambda programs: CheckedGpu(model, strict=required, programs=programs, workload=workload)
+
+    def make(programs) -> CheckedGpu:
+        photo = workload.photo
+        parts = {"precision": precision, "check_side": workload.check_side,
+                 "masked": None if photo is None else photo.masked, "align": None if photo is None else photo.align}
+        verdicts = Verdicts.for_model(model.dev.identity(), programs.sha256, parts)
+        return CheckedGpu(model, strict=required, programs=programs, workload=workload, verdicts=verdicts)
+
+    return make

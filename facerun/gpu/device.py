@@ -390,6 +390,14 @@ class Device:
 
     trusted: bool = False  # kernels marked trusted compile without the shader compiler's bounds checks
     has_f16: bool = False  # the shader-f16 feature was granted (half-float kernels, --precision f16)
+    vendor: str = ""
+    driver: str = ""  # the adapter's description: the driver and its version
+
+    def identity(self) -> dict:
+        """What a check's findings on this device depend on (verdicts.py): the adapter, its driver, the kernels'
+        build."""
+        return {"name": self.name, "backend": self.backend, "type": self.adapter_type, "vendor": self.vendor,
+                "driver": self.driver, "trusted": self.trusted, "f16": self.has_f16}
 
     def pipeline(self, kernel: kernels.Kernel):
         """The compute pipeline of a kernel, compiled once."""
@@ -470,7 +478,8 @@ def _make_device(adapter, row: dict) -> Device:
         max_workgroup_storage=int(lim["max-compute-workgroup-storage-size"]),
     )
     d = Device(dev, dev.queue, row["name"], row["backend"], row["type"], limits, lim, trusted=not checked_build(),
-               has_f16="shader-f16" in dev.features)
+               has_f16="shader-f16" in dev.features, vendor=str(row.get("vendor", "")),
+               driver=str(row.get("driver", "")))
     kinds = {kernels.UNIFORM_BINDING: wgpu.BufferBindingType.uniform,
              kernels.OUT_BINDING: wgpu.BufferBindingType.storage}
     kinds.update({b: wgpu.BufferBindingType.read_only_storage

@@ -312,6 +312,10 @@ class PhotoChecks:
         else:
             self.masks_agree = True
 
+    def trust_masks(self, agree: bool | None) -> None:
+        """Take `check_masks`' finding from an earlier process's check (verdicts.py) instead of running it."""
+        self.masks_agree = agree
+
     def takes(self, masked: bool) -> bool:
         """Whether a photo goes on the device now: its layout not found wrong, and a masked one (in a larger
         program) only where masking was asked for and the model's check did not find it wrong."""
