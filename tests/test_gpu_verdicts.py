@@ -137,3 +137,23 @@ def test_a_failed_check_is_not_kept_and_a_passed_one_is_trusted(gpu, tmp_path):
     assert got is not None and trusting.reason is None
     assert all(np.array_equal(got[k], want[k]) for k in want)
     assert counters.since(before).get("gpu_checks_kept") == 1
+
+
+@need_photos
+def test_bench_photos_counts_a_kept_check(gpu, kept, tmp_path):
+    from click.testing import CliRunner
+
+    from facerun.cli import main
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for path in sorted((FACES / "Anthony_Hopkins").glob("*.jpg"))[:2]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    args = ["--allow-software", "bench", "photos", str(folder), "--paths", "gpu"]
+    first = CliRunner().invoke(main, args + ["--json"])  # a process of its own would find the same: kept on disk
+    assert first.exit_code == 0, first.output
+    row = json.loads(first.stdout)["rows"][0]
+    assert row["gpu_whole_checks"] == 1 and row["gpu_checks_kept"] == 0 and row["faces"] > 0
+    later = CliRunner().invoke(main, args)
+    assert later.exit_code == 0, later.output
+    assert "0 (1 kept)" in later.stdout

@@ -21,7 +21,7 @@ for r in data["rows"]:
         vs = r.get("vs_decode")
         print(f"{label:>16} {'photos':>14} {r['path']:>22} {r['photos_per_s']:8.1f}/s"
               f"{'' if vs is None else f' vs_decode {vs:.2f}'} photos {r.get('photos')} faces {r.get('faces')} "
-              f"first {r.get('first_photo_ms') or 0:.0f} ms checks {r.get('gpu_checks')} agree {(r.get('agree_with_cpu') or {}).get('same')}"
+              f"first {r.get('first_photo_ms') or 0:.0f} ms checks {r.get('gpu_checks')}{f"+{r['gpu_checks_kept']}kept" if r.get('gpu_checks_kept') else ''}{f" dec {r['decoders']}" if r.get('decoders') not in (None, '', 'threads') else ''} agree {(r.get('agree_with_cpu') or {}).get('same')}"
               f" batches {r.get('photo_item_batches', '-')}/{r.get('photo_run_batches', '-')} programs {r.get('programs_compiled')}"
               f" staged {r.get('photos_staged', '-')}/{r.get('photos_unstaged', '-')}"
               f"{'' if feed is None else f' | feeding {1000 * feed / n:.2f} ms/photo: {ph}'}")
