@@ -9,7 +9,9 @@ programs the model expects (a detector's larger sizes, an embedder's batches). T
 check (`gpu_checks`); the kernel variants it ran are then trusted for the model. A later program (a new input size or
 batch) is checked only for kernel variants it needs that were not checked yet, each on its first layer alone, at its
 own shape (`gpu_variant_checks`). So a photo library of thousands of sizes pays one check per model and device,
-plus a few single-layer checks. Check programs run in buffers of their own, not the model's shared arena.
+plus a few single-layer checks. Check programs run in buffers of their own, not the model's shared arena. A check
+that passed is kept for later processes (verdicts.py: same device, driver, code, settings and model), which trust it
+instead of running it (`gpu_checks_kept`) and check only the variants it lacks.
 
 `gpu_runner(programs, workload)` makes the checked runner `facerun.load` hands its Net (a `runner.Runner`): the GPU
 runner (`GpuModel`) wrapped in the check, which compares through `agree` and asks the model only for programs of
