@@ -157,3 +157,6 @@ def test_bench_photos_counts_a_kept_check(gpu, kept, tmp_path):
     later = CliRunner().invoke(main, args)
     assert later.exit_code == 0, later.output
     assert "0 (1 kept)" in later.stdout
+    listed = CliRunner().invoke(main, ["adapter", "--allow-software", "--json"])
+    assert json.loads(listed.stdout)["kept_checks"] == {"folder": str(kept), "files": 1, "used": True}
+    assert "models' GPU checks kept: 1 in" in CliRunner().invoke(main, ["adapter", "--allow-software"]).stdout

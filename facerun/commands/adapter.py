@@ -16,7 +16,8 @@ def command(as_json: bool, allow_software: bool):
     each other one is skipped, or why none is usable. Software adapters (llvmpipe/lavapipe, WARP, SwiftShader) are
     skipped, since the CPU path is faster than they are, unless `facerun adapter --allow-software`.
 
-    Switches: FACERUN_GPU=off, FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off, FACERUN_GPU_ADAPTER=<name substring>."""
+    Switches: FACERUN_GPU=off, FACERUN_GPU_BACKEND=vulkan|metal|dx12|gl|off, FACERUN_GPU_ADAPTER=<name substring>.
+    Also says how many models' GPU checks are kept for later runs (FACERUN_GPU_CHECK_CACHE), and where."""
     from .. import gpu
     from ..errors import GpuError
 
@@ -27,8 +28,11 @@ def command(as_json: bool, allow_software: bool):
         rows, probe_error = [], str(e)
     reason = probe_error or gpu.adapter_reason(rows)
     used = next((r["name"] for r in rows if r["used"]), None)
+    from ..gpu.verdicts import kept_summary
+
+    kept = kept_summary()
     if as_json:
-        print_json({"adapters": rows, "used": used, "reason": reason})
+        print_json({"adapters": rows, "used": used, "reason": reason, "kept_checks": kept})
         _exit_unless(used)
         return
     for r in rows:
@@ -42,6 +46,10 @@ def command(as_json: bool, allow_software: bool):
                   f"{lim.get('max-compute-workgroups-per-dimension')} workgroups per dimension")
         out.print("    [green]used[/]" if r["used"] else f"    skipped: {r['skipped_because']}")
     out.print(f"facerun: {reason}")
+    if kept["files"]:
+        state = "trusted by later runs" if kept["used"] else "not used (FACERUN_GPU_CHECK_CACHE=off)"
+        out.print(f"models' GPU checks kept: {kept['files']} in {kept['folder']}, {state}; delete the folder to "
+                  "check anew")
     _exit_unless(used)
 
 

@@ -120,4 +120,14 @@ class Verdicts:
             pass
 
 
-__all__ = ["FOLDER", "Found", "NOT_IN_KEY", "Verdicts", "code_fingerprint", "key_of", "settings_in_key"]
+def kept_summary() -> dict:
+    """Where kept checks live, how many there are (every device and model), and whether they are used."""
+    folder = settings.cache_root() / FOLDER
+    try:
+        files = sum(1 for p in folder.glob("*.json") if p.is_file())
+    except OSError:
+        files = 0
+    return {"folder": str(folder), "files": files, "used": bool(settings.get("FACERUN_GPU_CHECK_CACHE"))}
+
+
+__all__ = ["FOLDER", "Found", "NOT_IN_KEY", "Verdicts", "code_fingerprint", "key_of", "kept_summary", "settings_in_key"]
