@@ -35,14 +35,17 @@ left 320 && row $O d4120-s55-2 photos /tmp/p20 --paths gpu
 left 340 && FACERUN_PHOTO_BUCKET=256 row $N d4120-bucket256 photos /tmp/p20 --paths gpu
 left 360 && FACERUN_PHOTO_HELD=64 row $N d4120-held64 photos /tmp/p20 --paths gpu
 left 380 && row $N w4120 photos /tmp/p20 --paths gpu $E
-if left 420; then
+# four processes, each now trusting the check its predecessors kept (their start-up is in the clock)
+left 400 && row $N d4120-proc4 photos /tmp/p20 --paths gpu-processes --processes 4
+left 400 && row $O d4120-proc4-s55 photos /tmp/p20 --paths gpu-processes --processes 4
+if left 440; then
   for t in $N $M; do
     row $t b16-$(basename $t)-2 models yunet-2023mar --sizes 640x640 --batch 16 --paths gpu-batch,gpu-photo \
       --repeat 30 --roofline
   done
 fi
-left 440 && profile $N
-if left 500; then
+left 460 && profile $N
+if left 510; then
   PYTHONPATH=/tmp/site:$N:$PWD/benchmarks FACERUN_CACHE=/tmp/cache-s58 python3 -P benchmarks/gpu_families.py \
     yunet-2023mar --shape 16,3,640,640 --repeat 10 --rounds 3 --each > $OUT/yunet-each.txt 2>&1
   head -20 $OUT/yunet-each.txt
