@@ -56,15 +56,17 @@ def test_kept_findings_merge_and_unreadable_files_count_as_none(tmp_path, monkey
     path = tmp_path / "v.json"
     v = Verdicts(path)
     assert v.load() is None
-    v.keep(Found(frozenset({"a"}), True))
-    v.keep(Found(frozenset({"b"}), None))  # a later process's variants, its masks not asked
-    assert v.load() == Found(frozenset({"a", "b"}), True)
-    for text in ("not json", json.dumps({"format": 99, "verified": ["a"]}), json.dumps({"format": 1}),
-                 json.dumps({"format": 1, "verified": []}), json.dumps([1])):
+    v.keep(Found(frozenset({"a"}), frozenset({"masks_agree"})))
+    v.keep(Found(frozenset({"b"}), frozenset({"image_layout"})))  # a later process's variants and first photo
+    assert v.load() == Found(frozenset({"a", "b"}), frozenset({"masks_agree", "image_layout"}))
+    F = verdicts.FORMAT
+    for text in ("not json", json.dumps({"format": 99, "verified": ["a"], "held": []}), json.dumps({"format": F}),
+                 json.dumps({"format": F, "verified": [], "held": []}), json.dumps({"format": F, "verified": ["a"]}),
+                 json.dumps([1])):
         path.write_text(text)
         assert v.load() is None, text
     off = Verdicts(None)
-    off.keep(Found(frozenset({"a"}), True))
+    off.keep(Found(frozenset({"a"})))
     assert off.load() is None
     monkeypatch.setenv("FACERUN_GPU_CHECK_CACHE", "off")
     assert Verdicts.for_model(DEVICE, "model", PARTS).path is None
@@ -78,29 +80,40 @@ def _faces(detector, rgb):
 
 
 @need_photos
-def test_a_later_detector_trusts_the_kept_check_and_finds_the_same_faces(gpu, kept):
+def test_a_later_detector_trusts_the_kept_check_and_finds_the_same_faces(gpu, kept, monkeypatch):
+    from facerun.face import yunet
+
+    blobs = []  # the CPU-made blobs the first photo's layout check makes (yunet.make_blob)
+    make_blob = yunet.make_blob
+    monkeypatch.setattr(yunet, "make_blob", lambda rgb: blobs.append(rgb.shape) or make_blob(rgb))
     rgb, _ = load_photo(sorted((FACES / "group").glob("*.jpg"))[0])
     rgb = np.ascontiguousarray(rgb[:, :, :3])
     before = counters.snapshot()
     first = Detector(device="gpu")
     want = _faces(first, rgb)
     paid = counters.since(before)
-    assert paid.get("gpu_checks") == 1 and not paid.get("gpu_checks_kept") and want
+    assert paid.get("gpu_checks") == 1 and not paid.get("gpu_checks_kept") and want and blobs
     files = list(kept.glob("*.json"))
     assert len(files) == 1
-    verified = set(json.loads(files[0].read_text())["verified"])
-    assert first.net.gpu.verified == verified and json.loads(files[0].read_text())["masks_agree"] is True
+    data = json.loads(files[0].read_text())
+    verified = set(data["verified"])
+    # the seeded check's variants and masked photo, and what the first photo showed: its layout on the device
+    assert first.net.gpu.verified == verified
+    assert set(data["held"]) == {"masks_agree", "image_layout"}
 
+    blobs.clear()
     before = counters.snapshot()
     later = Detector(device="gpu")
     assert _faces(later, rgb) == want
     paid = counters.since(before)
     assert not paid.get("gpu_checks") and paid.get("gpu_checks_kept") == 1 and not paid.get("gpu_layer_checks")
     assert later.net.gpu is not None and later.net.gpu.masks_agree is True
+    assert not blobs  # its first photo ran once, from its bytes
 
     # a kernel variant the kept check lacks is checked on its layer, and kept
     tiled = sorted(k for k in verified if k.startswith("conv_tiled"))[0]
-    files[0].write_text(json.dumps({"format": 1, "verified": sorted(verified - {tiled}), "masks_agree": True}))
+    files[0].write_text(json.dumps({"format": verdicts.FORMAT, "verified": sorted(verified - {tiled}),
+                                    "held": data["held"]}))
     before = counters.snapshot()
     again = Detector(device="gpu")
     assert _faces(again, rgb) == want

@@ -39,6 +39,9 @@ from .verdicts import Found, Verdicts
 
 log = logging.getLogger("facerun.gpu")
 
+FACES_LAYOUT = "faces_layout"  # a kept finding: faces laid out on the device agreed with the host's input
+FACES_HELD = frozenset({FACES_LAYOUT})
+
 
 def test_inputs(prog: P.Program, seed: int = agree.TEST_SEED) -> dict[str, np.ndarray]:
     """The seeded check input of a program: values like a normalised image, in [-1, 1]."""
@@ -97,6 +100,7 @@ class CheckedGpu:
         self.faces_reason: str | None = None  # why the host lays faces out instead
         self._ahead: list[P.Program] = []  # expected programs whose variants the check left for the second run
         self.verdicts = verdicts or Verdicts(None)  # what an earlier process's check found (verdicts.py)
+        self._kept: Found | None = None  # what this process kept last
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
 
@@ -199,13 +203,13 @@ class CheckedGpu:
 
     def _trust(self, prog: P.Program, found: Found) -> bool:
         """Take `found` as this process's check (False: it does not cover what this checker must check)."""
-        if self.photos.masked and found.masks_agree is None:
+        if self.photos.masked and "masks_agree" not in found.held:
             return False
         small = self.small_program(prog)
         counters.bump("gpu_checks_kept")
         self.verified |= found.verified
-        if self.photos.masked:
-            self.photos.trust_masks(found.masks_agree)
+        self.photos.trust(found.held)
+        self.faces_checked = FACES_LAYOUT in found.held
         self.whole_checked = True
         self.checked_program = small if small is not None else prog
         with counters.timed("gpu_checks_layers"):
@@ -214,9 +218,16 @@ class CheckedGpu:
         return True
 
     def _keep(self) -> None:
-        """Keep what this process's checks found, while they all passed."""
-        if self.reason is None and self.whole_checked:
-            self.verdicts.keep(Found(frozenset(self.verified), self.photos.masks_agree))
+        """Keep what this process's checks found (once more of it held than was kept), while they all passed."""
+        if not self.verdicts.kept or self.reason is not None or not self.whole_checked:
+            return
+        found = Found(frozenset(self.verified), self.photos.findings() | (FACES_HELD if self.faces_checked else
+                                                                         frozenset()))
+        with self._lock:
+            if found == self._kept:
+                return
+            self._kept = found
+        self.verdicts.keep(found)
 
     def check(self, prog: P.Program) -> None:
         """The model's agreement check: the whole network on the seeded input at a small size (or at `prog`'s own
@@ -405,7 +416,9 @@ class CheckedGpu:
                 self.faces_checked = True
             return gp.faces.start(cuts, layout)
 
-        return self._later(self._guarded(prog, work))
+        started = self._guarded(prog, work)
+        self._keep()  # whether the first faces' layout agreed
+        return self._later(started)
 
     def _later(self, started):
         """A function giving a submitted run's outputs (runner.Started), None from it where the GPU failed at
@@ -427,7 +440,9 @@ class CheckedGpu:
         """`prog` on a photo laid out on the device (photo.PhotoChecks.run), or None: run it another way."""
         if not self.photos.takes(photo is not None):
             return None
-        return self._guarded(prog, lambda: self.photos.run(prog, rgb, layout, photo))
+        got = self._guarded(prog, lambda: self.photos.run(prog, rgb, layout, photo))
+        self._keep()  # what the first photo showed (its layout, its candidate rows)
+        return got
 
     def submit_photos(self, prog: P.Program, items: list, layout: PhotoLayout, batch_prog: P.Program | None = None):
         """`prog` (a bucket's program) on photos [(rgb, photo or None)] in one submission: a function giving their
@@ -451,10 +466,12 @@ class CheckedGpu:
 
         def result():
             try:
-                return submitted()
+                got = submitted()
             except GpuError as e:
                 self.drop(str(e))
                 return None
+            self._keep()  # what the first batch showed
+            return got
 
         return result
 

@@ -312,9 +312,19 @@ class PhotoChecks:
         else:
             self.masks_agree = True
 
-    def trust_masks(self, agree: bool | None) -> None:
-        """Take `check_masks`' finding from an earlier process's check (verdicts.py) instead of running it."""
-        self.masks_agree = agree
+    # what the checks below find, by attribute: each None until tried, then whether it held
+    FINDINGS = ("image_layout", "masks_agree", "batches_agree", "items_agree", "select_agree")
+
+    def findings(self) -> frozenset[str]:
+        """The FINDINGS that held (for verdicts.py to keep)."""
+        return frozenset(name for name in self.FINDINGS if getattr(self, name) is True)
+
+    def trust(self, held: frozenset[str]) -> None:
+        """Take the FINDINGS in `held` as holding, from an earlier process's checks (verdicts.py), instead of trying
+        them on this process's first photos."""
+        for name in self.FINDINGS:
+            if name in held:
+                setattr(self, name, True)
 
     def takes(self, masked: bool) -> bool:
         """Whether a photo goes on the device now: its layout not found wrong, and a masked one (in a larger

@@ -4,8 +4,10 @@ A model's first run on the GPU waits for its check (checked.py): the network on 
 input, a photo masked in a larger program against its own, the kernel variants its programs use layer by layer. On
 the same adapter and driver, running the same facerun code with the same settings on the same model file, a later
 process would find the same. So a check that passed is kept in facerun's cache folder (`gpu-checks/`, a small JSON
-file a model and device), and a later process trusts it: its first photo waits for no check. What it needs beyond
-what was kept (a kernel variant no earlier process ran) is checked as usual, and added.
+file a model and device), with what the first photos, batches and faces showed (the device's layout of a photo gave
+the CPU's blob, a batch gave its photos' own runs ...), and a later process trusts it: its first photo waits for no
+check and runs once. What it needs beyond what was kept (a kernel variant no earlier process ran) is checked as
+usual, and added.
 
 The file's name is a hash of everything the findings depend on: the adapter (name, backend, type, vendor, driver),
 the device's build of the kernels (bounds-checked or trusted, half floats granted), every .py and .wgsl file of
@@ -28,7 +30,7 @@ from ..errors import FacerunError
 from ..io import write_json
 
 FOLDER = "gpu-checks"
-FORMAT = 1
+FORMAT = 2
 
 # settings that cannot change what the GPU or the CPU computes: where files are, how a run is spread over threads
 # and processes, what is printed
@@ -41,11 +43,12 @@ NOT_IN_KEY = frozenset({
 
 @dataclass(frozen=True)
 class Found:
-    """A passing check's findings: the kernel variants that agreed with the CPU, and whether a photo masked in a
-    larger program gave its own program's outputs (None: the check was not asked to try)."""
+    """A passing check's findings: the kernel variants that agreed with the CPU, and the other checks that held
+    (`held`: photo.PhotoChecks.FINDINGS, such as "masks_agree": a photo masked in a larger program gave its own
+    program's outputs, and checked.FACES_LAYOUT)."""
 
     verified: frozenset[str]
-    masks_agree: bool | None = None
+    held: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,6 +82,11 @@ class Verdicts:
     def __init__(self, path: Path | None):
         self.path = path
 
+    @property
+    def kept(self) -> bool:
+        """Whether findings are kept at all (FACERUN_GPU_CHECK_CACHE on)."""
+        return self.path is not None
+
     @classmethod
     def for_model(cls, device: dict, model_sha256: str, parts: dict) -> Verdicts:
         """The findings of `model_sha256` on `device` (Device.identity()) with the checker's `parts`."""
@@ -94,27 +102,25 @@ class Verdicts:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if data.get("format") != FORMAT:
                 return None
-            masks = data.get("masks_agree")
-            found = Found(frozenset(str(k) for k in data["verified"]), None if masks is None else bool(masks))
+            found = Found(frozenset(str(k) for k in data["verified"]), frozenset(str(k) for k in data["held"]))
         except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
             return None
         return found if found.verified else None
 
     def keep(self, found: Found) -> None:
-        """Keep `found` with what is kept already (the kernel variants of both). An unwritable cache keeps
+        """Keep `found` with what is kept already (the variants and findings of both). An unwritable cache keeps
         nothing: the next process checks again."""
         if self.path is None or not found.verified:
             return
         before = self.load()
         if before is not None:
-            if before.verified >= found.verified and before.masks_agree == found.masks_agree:
+            if before.verified >= found.verified and before.held >= found.held:
                 return
-            found = Found(before.verified | found.verified,
-                          found.masks_agree if found.masks_agree is not None else before.masks_agree)
+            found = Found(before.verified | found.verified, before.held | found.held)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_json(self.path, {"format": FORMAT, "verified": sorted(found.verified),
-                                   "masks_agree": found.masks_agree}, indent=None)
+                                   "held": sorted(found.held)}, indent=None)
             counters.bump("gpu_checks_written")
         except (OSError, FacerunError):
             pass
