@@ -151,12 +151,21 @@ def test_decoders_are_checked():
     ("processes", True, "cpu", 2, "processes"),
     ("processes", False, "gpu", 64, "threads"),  # photos kept whole (alignment, drawing) decode on threads
     ("auto", True, "gpu", AUTO_CORES, "processes"),
+    ("auto", True, "NVIDIA H200 (Vulkan)", 16, "processes"),  # a GPU detector's device is its adapter's name
+    ("auto", True, None, 64, "threads"),  # a detector that does not say where it runs
     ("auto", True, "gpu", AUTO_CORES - 1, "threads"),
     ("auto", True, "cpu", 64, "threads"),  # the interpreter needs the cores
     ("auto", False, "gpu", 64, "threads"),
 ])
 def test_where_a_run_decodes(kind, drafted, device, cores, want):
     assert choose(kind, drafted, device, cores) == want
+
+
+def test_auto_takes_processes_for_a_real_gpu_detector_on_enough_cores(gpu, detector):
+    on_gpu = Detector(device="gpu")
+    assert on_gpu.device not in ("cpu", "gpu")  # the adapter's name, as a library run sees it
+    assert choose("auto", True, on_gpu.device, AUTO_CORES) == "processes"
+    assert choose("auto", True, detector.device, AUTO_CORES) == "threads"  # the module's CPU detector
 
 
 def test_a_bad_decoders_setting_is_one_line(tmp_path):

@@ -72,13 +72,15 @@ AUTO_CORES = 8
 def choose(kind: str, drafted: bool, device: str | None, cores: int | None = None) -> str:
     """Where a library run decodes, "threads" or "processes", for FACERUN_DECODERS' `kind` ("threads",
     "processes", "auto"): processes only for a drafted run (photos decoded only as the detector's input), and under
-    `auto` only for a run on the GPU with at least AUTO_CORES cores (`cores`: os.cpu_count() when None)."""
+    `auto` only for a run on a GPU with at least AUTO_CORES cores. `device`: the detector's ("cpu", or on a GPU the
+    adapter's name; None: not known, taken as the CPU); `cores`: os.cpu_count() when None."""
     if not drafted or kind == "threads":
         return "threads"
     if kind == "processes":
         return "processes"
     cores = os.cpu_count() if cores is None else cores
-    return "processes" if device == "gpu" and (cores or 1) >= AUTO_CORES else "threads"
+    on_gpu = device not in (None, "cpu")
+    return "processes" if on_gpu and (cores or 1) >= AUTO_CORES else "threads"
 
 
 def default_processes() -> int:
