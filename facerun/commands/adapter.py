@@ -20,6 +20,7 @@ def command(as_json: bool, allow_software: bool):
     Also says how many models' GPU checks are kept for later runs (FACERUN_GPU_CHECK_CACHE), and where."""
     from .. import gpu
     from ..errors import GpuError
+    from ..gpu.verdicts import kept_summary
 
     try:
         rows = gpu.describe_adapters()
@@ -28,8 +29,6 @@ def command(as_json: bool, allow_software: bool):
         rows, probe_error = [], str(e)
     reason = probe_error or gpu.adapter_reason(rows)
     used = next((r["name"] for r in rows if r["used"]), None)
-    from ..gpu.verdicts import kept_summary
-
     kept = kept_summary()
     if as_json:
         print_json({"adapters": rows, "used": used, "reason": reason, "kept_checks": kept})

@@ -218,11 +218,16 @@ class CheckedGpu:
         return True
 
     def _keep(self) -> None:
-        """Keep what this process's checks found (once more of it held than was kept), while they all passed."""
+        """Keep what this process's checks found (once more of it held than was kept), while they all passed.
+        Called after every photo and batch: past the first ones, only the findings are compared (variants are only
+        ever added, so their count tells)."""
         if not self.verdicts.kept or self.reason is not None or not self.whole_checked:
             return
-        found = Found(frozenset(self.verified), self.photos.findings() | (FACES_HELD if self.faces_checked else
-                                                                         frozenset()))
+        held = self.photos.findings() | (FACES_HELD if self.faces_checked else frozenset())
+        kept = self._kept
+        if kept is not None and kept.held == held and len(kept.verified) == len(self.verified):
+            return
+        found = Found(frozenset(self.verified), held)
         with self._lock:
             if found == self._kept:
                 return
