@@ -30,7 +30,7 @@ from ..errors import FacerunError
 from ..io import write_json
 
 FOLDER = "gpu-checks"
-FORMAT = 2
+FORMAT = 1
 
 # settings that cannot change what the GPU or the CPU computes: where files are, how a run is spread over threads
 # and processes, what is printed
@@ -53,7 +53,7 @@ class Found:
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of every .py and .wgsl file of the facerun package (read once a process, some 15 ms)."""
+    """A hash of every .py and .wgsl file of the facerun package (read once a process, when a GPU model is loaded: 5-15 ms)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*")):
