@@ -53,7 +53,8 @@ class Found:
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of every .py and .wgsl file of the facerun package (read once a process, when a GPU model is loaded: 5-15 ms)."""
+    """A hash of every .py and .wgsl file of the facerun package (read once a process, when a GPU model is loaded:
+    5-15 ms)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*")):
