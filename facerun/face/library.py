@@ -181,6 +181,9 @@ class _Photo:
     prepared: object = None  # what the detector's prepare gave, between the stages
     crops: list = field(default_factory=list)
     release: Callable[[], None] | None = None  # frees the decoder's shared slot `rgb` views, once the network ran
+    # what _decode took: decoding and laying out (a failed file too), then a new size's programs (precompile)
+    decode_s: float = 0.0
+    compile_s: float = 0.0
 
 
 def _decode(path: Path, detector: PhotoDetector, stats: LibraryStats, draft: bool = False,
@@ -202,13 +205,25 @@ def _decode(path: Path, detector: PhotoDetector, stats: LibraryStats, draft: boo
             pixels, shrunk = load_photo(path, detector.fit_size)
     except (ImageError, InputError) as e:
         photo.result.error = str(e)
+        photo.decode_s = time.perf_counter() - start
         return photo
     _prepare(photo, pixels, detector, shrunk, size)
     decoded = time.perf_counter()
-    stats.add("decode", decoded - start)
+    photo.decode_s = decoded - start
+    stats.add("decode", photo.decode_s)
     detector.precompile(photo.prepared)  # a new size's programs made here, beside the network thread
-    stats.add("compile", time.perf_counter() - decoded)
+    photo.compile_s = time.perf_counter() - decoded
+    stats.add("compile", photo.compile_s)
     return photo
+
+
+def _decoded_here(clock: phases.PhaseClock, photo: _Photo, start: int) -> None:
+    """A photo the feeding thread decoded itself, from `start` on its clock: the decode as DECODE, its new size's
+    programs as PROGRAM, the rest of the time (the interpreter lock taken back from other threads) as PYTHON."""
+    decode, compile_ = int(photo.decode_s * 1e9), int(photo.compile_s * 1e9)
+    clock.add(phases.DECODE, decode)
+    clock.add(phases.PROGRAM, compile_)
+    clock.add(phases.PYTHON, max(0, phases.perf_counter_ns() - start - decode - compile_))
 
 
 def _prepare(photo: _Photo, pixels: np.ndarray, detector: PhotoDetector, shrunk: np.ndarray | None = None,
@@ -548,11 +563,9 @@ def _serial(paths, detector: PhotoDetector, embedder, options: LibraryOptions, s
     busy.start()
     try:
         for raw in paths:
-            start, compiled = phases.perf_counter_ns(), stats.seconds["compile"]
+            start = phases.perf_counter_ns()
             photo = _decode(Path(raw), detector, stats, draft)
-            compiled = int((stats.seconds["compile"] - compiled) * 1e9)  # a new size's programs, made in _decode
-            clock.add(phases.PROGRAM, compiled)
-            clock.add(phases.DECODE, phases.perf_counter_ns() - start - compiled)
+            _decoded_here(clock, photo, start)
             if photo.result.ok:
                 _detect(photo, detector, stats)
                 start = phases.perf_counter_ns()
@@ -688,7 +701,7 @@ def _pipelined(paths, detector: PhotoDetector, embedder, options: LibraryOptions
                 if nicer and entry.future.cancel():  # not started: the decoders are behind, decode it here
                     start = phases.perf_counter_ns()
                     photo = _decode(entry.path, detector, stats, draft)
-                    stats.clock.lap(phases.DECODE, start)
+                    _decoded_here(stats.clock, photo, start)
                 else:
                     waited = not entry.future.done()
                     if waited:
